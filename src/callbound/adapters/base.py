@@ -1,0 +1,253 @@
+"""The Adapter protocol every provider module implements, and helpers they share.
+
+An adapter is pure: it turns provider JSON (plain bodies or stream events) into a ``ModelTurn`` and
+core results back into exactly the provider's shape. It never does I/O.
+
+Transcript model: the runner keeps a list of provider-native items (``input`` items, ``messages``,
+``contents`` or ``input`` steps, depending on the API). The adapter makes the first items from the
+user input, the items that carry a model turn's output back (unchanged, D8), and the items that carry
+results; ``build_request`` wraps the list without copying it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..core.arguments import loads_body, parse_arguments
+from ..core.canonical import canonical_json
+from ..core.errors import ProtocolViolation
+from ..core.registry import ToolDeclaration
+from ..core.types import Failure, Finish, ModelTurn, Progress, Provenance, RawFailure, ToolCall, Usage
+
+DEFAULT_MAX_CALL_BYTES = 1 << 20  # 1 MiB of argument text per call
+DEFAULT_MAX_RESPONSE_BYTES = 8 << 20  # 8 MiB of argument text per response
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCaps:
+    """Cumulative byte caps while assembling a stream; over a cap → TRUNCATED(arguments_too_large)."""
+
+    max_call_bytes: int = DEFAULT_MAX_CALL_BYTES
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+
+
+class StreamAssembler(Protocol):
+    """Assembles one streamed response. ``feed`` takes one decoded event payload (a dict, or the
+    string ``"[DONE]"``); ``finish`` is called when the stream ends, however it ended."""
+
+    @property
+    def aborted(self) -> bool:
+        """True once a byte cap tripped: the caller may stop reading; finish() says TRUNCATED."""
+        ...
+
+    def feed(self, event: dict[str, Any] | str) -> list[Progress]: ...
+
+    def finish(self, raw_sha256: str) -> ModelTurn: ...
+
+
+class Adapter(Protocol):
+    api: str
+    provider: str
+    revision: str
+
+    def render_tools(self, declarations: Sequence[ToolDeclaration]) -> list[dict[str, Any]]:
+        """Provider tool declarations (D9). Raises ``UnsupportedSchema`` for what it cannot express."""
+        ...
+
+    def initial_items(self, user_input: str | None, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Prior messages (provider-native, D25) followed by the user's input."""
+        ...
+
+    def turn_items(self, turn: ModelTurn) -> list[dict[str, Any]]:
+        """The items that carry a turn's output back unchanged (D8)."""
+        ...
+
+    def result_items(self, turn: ModelTurn, results: Sequence[tuple[ToolCall, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """Items carrying ``model_result`` for each call of ``turn``, in the order given (D8)."""
+        ...
+
+    def build_request(
+        self,
+        *,
+        items: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        settings: dict[str, Any],
+        instructions: str | None,
+        stream: bool,
+        previous_response_id: str | None = None,
+        new_items: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """The request body. ``previous_response_id`` with ``new_items`` continues server-side where
+        the API supports it; otherwise the whole transcript ``items`` is replayed."""
+        ...
+
+    def parse_response(self, body: bytes | str | dict[str, Any], *, model: str | None = None) -> ModelTurn: ...
+
+    def stream_assembler(self, caps: StreamCaps | None = None, *, model: str | None = None) -> StreamAssembler: ...
+
+    def map_error(self, failure: RawFailure, *, model: str | None = None) -> ModelTurn:
+        """Classify a transport failure (D26, D30, D32) into an API_FAILURE or TRUNCATED turn."""
+        ...
+
+    def check_request(self, body: dict[str, Any]) -> None:
+        """Raise ``ProtocolViolation`` if the body breaks the provider's rules (D24)."""
+        ...
+
+
+# ---- helpers shared by adapters -------------------------------------------------------------------
+
+
+def body_bytes(body: bytes | str | dict[str, Any]) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def decode_body(body: bytes | str | dict[str, Any]) -> tuple[Any, str]:
+    """(parsed JSON, sha256 of the bytes as received). Duplicate keys are marked, not merged."""
+    raw = body_bytes(body)
+    digest = hashlib.sha256(raw).hexdigest()
+    if isinstance(body, dict):
+        return body, digest
+    try:
+        return loads_body(raw), digest
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolViolation(f"response body is not JSON: {exc}") from exc
+
+
+def synthetic_response_id(raw_sha256: str) -> str:
+    """D7: a missing response id becomes ``cb:`` + 16 hex digits of the raw bytes' SHA-256."""
+    return "cb:" + raw_sha256[:16]
+
+
+def make_call(
+    provider: str,
+    api: str,
+    response_id: str,
+    call_id: str | None,
+    name: Any,
+    arguments_raw: str | dict[str, Any] | None,
+    output_index: int,
+) -> ToolCall:
+    """Build a ToolCall with D5 parsing and D7 synthetic ids."""
+    synthetic = not call_id
+    cid = call_id if call_id else f"{response_id}:{output_index}"
+    arguments, error = parse_arguments(arguments_raw)
+    return ToolCall(
+        provider=provider,
+        api=api,
+        response_id=response_id,
+        call_id=cid,
+        name=name if isinstance(name, str) else json.dumps(name),
+        arguments_raw=arguments_raw,
+        arguments=arguments,
+        arguments_error=error,
+        output_index=output_index,
+        synthetic_id=synthetic,
+    )
+
+
+def result_text(model_result: dict[str, Any]) -> str:
+    """Results go on the wire as canonical JSON text of model_result (D8)."""
+    return canonical_json(model_result)
+
+
+def failure_turn(
+    api: str,
+    provenance: Provenance,
+    raw_sha256: str,
+    *,
+    response_id: str | None,
+    raw_stop_reason: str | None,
+    reason: str,
+    failure: Failure,
+    finish: Finish = Finish.API_FAILURE,
+    text: str = "",
+    usage: Usage | None = None,
+) -> ModelTurn:
+    return ModelTurn(
+        api=api,
+        response_id=response_id or synthetic_response_id(raw_sha256),
+        finish=finish,
+        raw_stop_reason=raw_stop_reason,
+        reason=reason,
+        calls=(),
+        text=text,
+        refusal=None,
+        usage=usage or Usage(),
+        continuation=(),
+        provenance=provenance,
+        raw_sha256=raw_sha256,
+        failure=failure,
+    )
+
+
+def retry_after_seconds(headers: dict[str, str]) -> float | None:
+    """Retry-After (seconds or HTTP date) and the common ms variant."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    ms = lower.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = lower.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        from datetime import UTC, datetime
+
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def http_retryable(status: int | None, kind: str) -> bool:
+    """D26: 408, 409, 429, 5xx, 529, connection errors, timeouts and cut streams are retryable."""
+    if kind in ("connection", "timeout", "stream_cut"):
+        return True
+    if status is None:
+        return False
+    return status in (408, 409, 429, 529) or 500 <= status <= 599
+
+
+QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "spend_limit_reached", "quota_exceeded"})
+
+
+def stream_cut_turn(api: str, provenance: Provenance, raw_sha256: str, response_id: str | None) -> ModelTurn:
+    """A stream that ended or broke before its terminal event (D1, D26): TRUNCATED, retryable, no calls."""
+    return failure_turn(
+        api,
+        provenance,
+        raw_sha256,
+        response_id=response_id,
+        raw_stop_reason=None,
+        reason="stream_interrupted",
+        failure=Failure(kind="stream_cut", retryable=True),
+        finish=Finish.TRUNCATED,
+    )
+
+
+def too_large_turn(api: str, provenance: Provenance, raw_sha256: str, response_id: str | None) -> ModelTurn:
+    return failure_turn(
+        api,
+        provenance,
+        raw_sha256,
+        response_id=response_id,
+        raw_stop_reason=None,
+        reason="arguments_too_large",
+        failure=Failure(kind="byte_cap", retryable=False),
+        finish=Finish.TRUNCATED,
+    )

@@ -1,0 +1,153 @@
+"""Approvals: what a pause records, how a decision is recorded (single use), and re-validation (D17)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from .errors import ApprovalAlreadyDecided, UsageError
+
+ApprovalStatus = Literal["pending", "approved", "denied"]
+DEFAULT_APPROVAL_TTL = timedelta(hours=24)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    approval_id: str
+    operation_id: str
+    tenant: str
+    subject: str
+    response_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] | None  # shown to the approver; may be redacted by the tool
+    argument_digest: str
+    policy_revision: str
+    schema_version: str
+    tool_digest: str
+    created_at: datetime
+    expires_at: datetime
+    status: ApprovalStatus = "pending"
+    approver: str | None = None
+    decided_at: datetime | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "approval_id": self.approval_id,
+            "operation_id": self.operation_id,
+            "tenant": self.tenant,
+            "subject": self.subject,
+            "response_id": self.response_id,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "argument_digest": self.argument_digest,
+            "policy_revision": self.policy_revision,
+            "schema_version": self.schema_version,
+            "tool_digest": self.tool_digest,
+            "created_at": self.created_at.isoformat(),
+            "expires_at": self.expires_at.isoformat(),
+            "status": self.status,
+            "approver": self.approver,
+            "decided_at": None if self.decided_at is None else self.decided_at.isoformat(),
+            "reason": self.reason,
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> PendingApproval:
+        return PendingApproval(
+            approval_id=d["approval_id"],
+            operation_id=d["operation_id"],
+            tenant=d["tenant"],
+            subject=d["subject"],
+            response_id=d["response_id"],
+            call_id=d["call_id"],
+            tool=d["tool"],
+            arguments=d.get("arguments"),
+            argument_digest=d["argument_digest"],
+            policy_revision=d["policy_revision"],
+            schema_version=d["schema_version"],
+            tool_digest=d["tool_digest"],
+            created_at=datetime.fromisoformat(d["created_at"]),
+            expires_at=datetime.fromisoformat(d["expires_at"]),
+            status=d["status"],
+            approver=d.get("approver"),
+            decided_at=None if d.get("decided_at") is None else datetime.fromisoformat(d["decided_at"]),
+            reason=d.get("reason"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A human's verdict on one approval. Build with ``Decision.approve`` or ``Decision.deny``."""
+
+    approval_id: str
+    verdict: Literal["approve", "deny"]
+    approver: str
+    reason: str | None = None
+
+    @staticmethod
+    def approve(approval_id: str, approver: str, reason: str | None = None) -> Decision:
+        if not approver:
+            raise UsageError("Decision.approve needs an approver name")
+        return Decision(approval_id, "approve", approver, reason)
+
+    @staticmethod
+    def deny(approval_id: str, approver: str, reason: str | None = None) -> Decision:
+        if not approver:
+            raise UsageError("Decision.deny needs an approver name")
+        return Decision(approval_id, "deny", approver, reason)
+
+    @property
+    def status(self) -> ApprovalStatus:
+        return "approved" if self.verdict == "approve" else "denied"
+
+
+def record_decision(pending: PendingApproval, decision: Decision, now: datetime) -> tuple[PendingApproval, bool]:
+    """Apply a decision. Returns (approval, changed). Single use (D17): the same verdict from the same
+    approver returns the original decision unchanged; anything else on a decided approval raises."""
+    if decision.approval_id != pending.approval_id:
+        raise UsageError("decision is for another approval")
+    if pending.status != "pending":
+        if pending.status == decision.status and pending.approver == decision.approver:
+            return pending, False
+        raise ApprovalAlreadyDecided(
+            f"approval {pending.approval_id} was already {pending.status} by {pending.approver} "
+            f"at {pending.decided_at.isoformat() if pending.decided_at else '?'}"
+        )
+    decided = replace(
+        pending, status=decision.status, approver=decision.approver, decided_at=now, reason=decision.reason
+    )
+    return decided, True
+
+
+def is_expired(pending: PendingApproval, now: datetime) -> bool:
+    return now >= pending.expires_at
+
+
+def revalidate(
+    pending: PendingApproval,
+    now: datetime,
+    *,
+    argument_digest: str,
+    policy_revision: str,
+    schema_version: str,
+    tool_digest: str,
+) -> str | None:
+    """On resume, before executing an approved call: None if it may run, else the error code for the
+    model. Expiry wins: an approval decided after it expired still expired."""
+    decided_at = pending.decided_at or now
+    if decided_at >= pending.expires_at or (pending.status == "pending" and now >= pending.expires_at):
+        return "APPROVAL_EXPIRED"
+    if (
+        argument_digest != pending.argument_digest
+        or policy_revision != pending.policy_revision
+        or schema_version != pending.schema_version
+        or tool_digest != pending.tool_digest
+    ):
+        return "APPROVAL_STALE"
+    if pending.status == "denied":
+        return "DENIED"
+    return None

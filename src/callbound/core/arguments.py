@@ -1,0 +1,130 @@
+"""Strict parsing of tool-call arguments (D5).
+
+Arguments are parsed exactly as sent: duplicate keys, NaN, Infinity and integers outside ±(2^53−1)
+are rejected, never repaired. Object-style arguments (Anthropic, Gemini) arrive inside a body that
+was read with :func:`loads_body`, which marks (rather than drops) duplicate keys so they can be
+rejected here too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .canonical import MAX_SAFE_INTEGER
+
+
+class DuplicateKeyDict(dict[str, Any]):
+    """A JSON object in which some key appeared more than once (the last value wins, as in json.loads)."""
+
+    duplicate_keys: tuple[str, ...] = ()
+
+
+class ArgumentsError(ValueError):
+    """Why a raw argument payload is not acceptable."""
+
+
+def _pairs_marking_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    dups: list[str] = []
+    for key, value in pairs:
+        if key in out:
+            dups.append(key)
+        out[key] = value
+    if dups:
+        marked = DuplicateKeyDict(out)
+        marked.duplicate_keys = tuple(dups)
+        return marked
+    return out
+
+
+def loads_body(data: bytes | str) -> Any:
+    """Parse a provider body leniently but faithfully: duplicates are marked, not silently merged."""
+    return json.loads(data, object_pairs_hook=_pairs_marking_duplicates)
+
+
+def _reject_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ArgumentsError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise ArgumentsError(f"{name} is not a JSON number")
+
+
+def _checked_int(text: str) -> int:
+    value = int(text)
+    if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        raise ArgumentsError(f"integer {text} is outside ±(2^53-1)")
+    return value
+
+
+def _checked_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ArgumentsError(f"number {text} overflows a double")
+    return value
+
+
+def _check_value(value: Any, path: str) -> None:
+    if isinstance(value, DuplicateKeyDict):
+        raise ArgumentsError(f"duplicate key {value.duplicate_keys[0]!r} at {path or '$'}")
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, int):
+        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            raise ArgumentsError(f"integer {value} at {path or '$'} is outside ±(2^53-1)")
+        return
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise ArgumentsError(f"{value} at {path or '$'} is not a JSON number")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_value(item, f"{path}.{key}" if path else key)
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_value(item, f"{path}[{i}]")
+        return
+    raise ArgumentsError(f"{type(value).__name__} at {path or '$'} is not a JSON value")
+
+
+def parse_arguments(raw: str | dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
+    """Return ``(arguments, None)`` or ``(None, why)``. Never raises for bad input.
+
+    An empty string means "no arguments" only when the provider sent nothing at all; it is read as an
+    empty object, which then has to pass the tool's schema like any other value.
+    """
+    if raw is None:
+        return None, "no arguments were sent"
+    if isinstance(raw, dict):
+        try:
+            _check_value(raw, "")
+        except ArgumentsError as exc:
+            return None, str(exc)
+        return dict(raw), None
+    if not isinstance(raw, str):
+        return None, f"arguments must be a JSON object, got {type(raw).__name__}"
+    if raw.strip() == "":
+        return {}, None
+    try:
+        value = json.loads(
+            raw,
+            object_pairs_hook=_reject_pairs,
+            parse_constant=_reject_constant,
+            parse_int=_checked_int,
+            parse_float=_checked_float,
+        )
+    except ArgumentsError as exc:
+        return None, str(exc)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        return None, f"invalid JSON: {exc}"
+    if not isinstance(value, dict):
+        return None, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None

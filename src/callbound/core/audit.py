@@ -1,0 +1,86 @@
+"""Audit events and the per-operation hash chain (D20).
+
+Each event carries the hash of the one before it in the same operation. The chain hashes digests
+of payloads, so payloads can be purged without breaking it. With a key (``CALLBOUND_AUDIT_KEY``,
+read at the edge and passed in) each link is an HMAC, which protects against anyone who can write
+to the database but not read the key; without a key the chain detects accidental and naive edits
+only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .canonical import canonical_bytes, canonical_sha256
+
+GENESIS = "0" * 64
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    operation_id: str
+    seq: int
+    kind: str
+    at: str  # ISO-8601 UTC
+    data: dict[str, Any]  # ids, states and digests; values only where the redaction hook allows
+    prev_hash: str
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "operation_id": self.operation_id,
+            "seq": self.seq,
+            "kind": self.kind,
+            "at": self.at,
+            "data": self.data,
+            "prev_hash": self.prev_hash,
+            "hash": self.hash,
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> AuditEvent:
+        return AuditEvent(d["operation_id"], int(d["seq"]), d["kind"], d["at"], d["data"], d["prev_hash"], d["hash"])
+
+
+def link_hash(
+    prev_hash: str, operation_id: str, seq: int, kind: str, at: str, data: dict[str, Any], key: bytes | None
+) -> str:
+    body = canonical_bytes(
+        {"prev": prev_hash, "op": operation_id, "seq": seq, "kind": kind, "at": at, "data_sha256": canonical_sha256(data)}
+    )
+    if key:
+        return hmac.new(key, body, hashlib.sha256).hexdigest()
+    return hashlib.sha256(body).hexdigest()
+
+
+def next_event(
+    prev: AuditEvent | None, operation_id: str, kind: str, at: str, data: dict[str, Any], key: bytes | None = None
+) -> AuditEvent:
+    seq = 0 if prev is None else prev.seq + 1
+    prev_hash = GENESIS if prev is None else prev.hash
+    return AuditEvent(operation_id, seq, kind, at, data, prev_hash, link_hash(prev_hash, operation_id, seq, kind, at, data, key))
+
+
+@dataclass(frozen=True, slots=True)
+class ChainBreak:
+    seq: int
+    why: str
+
+
+def verify_chain(events: Sequence[AuditEvent], key: bytes | None = None) -> ChainBreak | None:
+    """None if the chain is intact; else the first bad event and why."""
+    prev_hash = GENESIS
+    for expected_seq, ev in enumerate(events):
+        if ev.seq != expected_seq:
+            return ChainBreak(ev.seq, f"expected sequence {expected_seq}, found {ev.seq} (row missing or inserted)")
+        if ev.prev_hash != prev_hash:
+            return ChainBreak(ev.seq, "prev_hash does not match the previous event")
+        want = link_hash(prev_hash, ev.operation_id, ev.seq, ev.kind, ev.at, ev.data, key)
+        if not hmac.compare_digest(want, ev.hash):
+            return ChainBreak(ev.seq, "hash does not match the event's content")
+        prev_hash = ev.hash
+    return None

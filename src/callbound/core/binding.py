@@ -1,0 +1,168 @@
+"""Result envelopes, their SHA-256 binding, and the correlation table (D10).
+
+The binding ties a result to everything that makes it *this* call's result. It is computed when
+the envelope is made and recomputed, before anything goes back to the model, from sources held apart
+from the envelope: the correlation table (response id, call id, name, arguments), the operation row
+(id, tenant, subject), the registry (handler, schema version, policy revision), the ledger (key) and
+the result bytes. Comparing the envelope with itself would prove nothing.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .canonical import canonical_sha256, sha256_hex
+from .errors import BindingMismatch, CorrelationError
+from .types import ResultEnvelope, ToolCall
+
+PROTECTED_FIELDS = (
+    "provider", "api", "response_id", "call_id", "operation_id", "idempotency_key", "adapter_revision",
+    "tenant", "subject", "input", "output", "effect", "handler", "producer", "policy_revision",
+    "request_sha256", "result_sha256", "call_binding_sha256",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedCall:
+    """What callbound itself knows about a call, independent of any envelope."""
+
+    provider: str
+    api: str
+    adapter_revision: str
+    response_id: str
+    call_id: str
+    tool: str
+    arguments_json: str | None  # canonical; None when the arguments were unreadable
+    operation_id: str
+    tenant: str
+    subject: str
+    handler: str
+    schema_version: str
+    policy_revision: str
+    idempotency_key: str | None
+    effect: str  # none | applied | replayed | not_applied | unknown | reconciled
+    producer: str  # handler | ledger | reconcile | callbound
+
+
+def request_sha256(arguments_json: str | None) -> str:
+    return sha256_hex(arguments_json if arguments_json is not None else "null")
+
+
+def compute_binding(trusted: TrustedCall, model_result: dict[str, Any]) -> str:
+    return canonical_sha256(
+        {
+            "v": 1,
+            "provider": trusted.provider,
+            "api": trusted.api,
+            "adapter_revision": trusted.adapter_revision,
+            "response_id": trusted.response_id,
+            "call_id": trusted.call_id,
+            "tool": trusted.tool,
+            "operation_id": trusted.operation_id,
+            "tenant": trusted.tenant,
+            "subject": trusted.subject,
+            "handler": trusted.handler,
+            "schema_version": trusted.schema_version,
+            "policy_revision": trusted.policy_revision,
+            "idempotency_key": trusted.idempotency_key,
+            "effect": trusted.effect,
+            "producer": trusted.producer,
+            "request_sha256": request_sha256(trusted.arguments_json),
+            "result_sha256": canonical_sha256(model_result),
+        }
+    )
+
+
+def make_envelope(
+    trusted: TrustedCall, model_result: dict[str, Any], *, output: Any = None, audit_input: Any = None
+) -> ResultEnvelope:
+    """Build an envelope and its binding from trusted context. ``output`` is the handler's raw return
+    value (kept for audit only); ``audit_input`` the (possibly redacted) arguments."""
+    protected = {
+        "provider": trusted.provider,
+        "api": trusted.api,
+        "response_id": trusted.response_id,
+        "call_id": trusted.call_id,
+        "operation_id": trusted.operation_id,
+        "idempotency_key": trusted.idempotency_key,
+        "adapter_revision": trusted.adapter_revision,
+        "tenant": trusted.tenant,
+        "subject": trusted.subject,
+        "input": audit_input,
+        "output": output,
+        "effect": trusted.effect,
+        "handler": trusted.handler,
+        "producer": trusted.producer,
+        "policy_revision": trusted.policy_revision,
+        "tool": trusted.tool,
+        "schema_version": trusted.schema_version,
+        "request_sha256": request_sha256(trusted.arguments_json),
+        "result_sha256": canonical_sha256(model_result),
+        "call_binding_sha256": compute_binding(trusted, model_result),
+    }
+    return ResultEnvelope(trusted.response_id, trusted.call_id, model_result, protected)
+
+
+def verify_binding(envelope: ResultEnvelope, trusted: TrustedCall) -> None:
+    """Recompute the binding from ``trusted`` and the result bytes; raise ``BindingMismatch`` on any
+    difference (constant-time comparison)."""
+    expected = compute_binding(trusted, envelope.model_result)
+    got = envelope.protected_audit.get("call_binding_sha256")
+    if not isinstance(got, str) or not hmac.compare_digest(expected, got):
+        raise BindingMismatch(
+            f"result for call {trusted.call_id!r} of response {trusted.response_id!r} is not bound to it; "
+            "it was produced for another call or altered after it was made"
+        )
+
+
+class CorrelationTable:
+    """Exactly one result per proposed call, keyed by (response_id, call_id). Never repairs."""
+
+    __slots__ = ("_expected", "_order")
+
+    def __init__(self, calls: Iterable[ToolCall]) -> None:
+        self._order: list[tuple[str, str]] = []
+        self._expected: set[tuple[str, str]] = set()
+        for call in calls:
+            key = (call.response_id, call.call_id)
+            if key not in self._expected:  # duplicates within a response collapse to one expected result (D7)
+                self._expected.add(key)
+                self._order.append(key)
+
+    @property
+    def keys(self) -> list[tuple[str, str]]:
+        return list(self._order)
+
+    def match(self, envelopes: Sequence[ResultEnvelope]) -> list[ResultEnvelope]:
+        """Return the envelopes in proposal order; raise ``CorrelationError`` on any missing, duplicate
+        or unknown result."""
+        by_key: dict[tuple[str, str], ResultEnvelope] = {}
+        for env in envelopes:
+            key = (env.response_id, env.call_id)
+            if key not in self._expected:
+                raise CorrelationError(f"result for unknown call {key[1]!r} of response {key[0]!r}")
+            if key in by_key:
+                raise CorrelationError(f"two results for call {key[1]!r} of response {key[0]!r}")
+            by_key[key] = env
+        missing = [k for k in self._order if k not in by_key]
+        if missing:
+            raise CorrelationError(
+                "no result for call(s) " + ", ".join(f"{cid!r} of response {rid!r}" for rid, cid in missing)
+            )
+        return [by_key[k] for k in self._order]
+
+
+def verify_results(
+    table: CorrelationTable, envelopes: Sequence[ResultEnvelope], trusted: dict[tuple[str, str], TrustedCall]
+) -> list[ResultEnvelope]:
+    """Correlate, then verify every binding. Order may change; identity may not."""
+    ordered = table.match(envelopes)
+    for env in ordered:
+        tc = trusted.get((env.response_id, env.call_id))
+        if tc is None:
+            raise CorrelationError(f"no trusted context for call {env.call_id!r}")
+        verify_binding(env, tc)
+    return ordered

@@ -1,0 +1,134 @@
+"""RFC 8785 (JSON Canonicalization Scheme) serialisation and SHA-256 helpers (D6).
+
+Why our own encoder: the binding hashes must be byte-identical across processes, versions and
+machines. ``json.dumps(sort_keys=True)`` sorts keys by code point (RFC 8785 wants UTF-16 code units)
+and prints floats the Python way (``1e-07``, ``100.0``) rather than the ECMAScript way. String escaping
+is the same as the stdlib's non-ASCII-preserving encoder, so that part is delegated to its C version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from typing import Any
+
+from .errors import CanonicalizationError
+
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def _utf16_key(key: str) -> bytes:
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _check_string(s: str) -> None:
+    # A lone surrogate cannot be written as UTF-8; RFC 8785 requires valid Unicode.
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CanonicalizationError(f"string is not valid Unicode: {s!r}") from exc
+
+
+def format_number(value: int | float) -> str:
+    """Serialise a number as ECMAScript's Number.prototype.toString would (RFC 8785 section 3.2.2.3)."""
+    if isinstance(value, bool):  # pragma: no cover - callers handle bools first
+        raise CanonicalizationError("bool is not a number")
+    if isinstance(value, int):
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return str(value)
+        raise CanonicalizationError(
+            f"integer {value} is outside ±(2^53-1) and has no exact JSON number representation"
+        )
+    if math.isnan(value) or math.isinf(value):
+        raise CanonicalizationError(f"{value!r} has no JSON representation")
+    if value == 0:
+        return "0"
+    # repr() gives the shortest round-tripping digits; re-lay them out per ECMAScript.
+    text = repr(abs(value))
+    mantissa, _, exp_text = text.partition("e")
+    exponent = int(exp_text) if exp_text else 0
+    int_part, _, frac_part = mantissa.partition(".")
+    digits = (int_part + frac_part).lstrip("0")
+    # n: position of the decimal point relative to the digit string (ECMAScript's n).
+    n = len(int_part.lstrip("0")) + exponent if int_part.strip("0") else exponent - (
+        len(frac_part) - len(frac_part.lstrip("0"))
+    )
+    digits = digits.rstrip("0") or "0"
+    k = len(digits)
+    sign = "-" if value < 0 else ""
+    if k <= n <= 21:
+        out = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        out = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        out = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        exp = ("+" if e >= 0 else "-") + str(abs(e))
+        out = digits[0] + ("." + digits[1:] if k > 1 else "") + "e" + exp
+    return sign + out
+
+
+def _encode(value: Any, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        _check_string(value)
+        out.append(encode_basestring(value))
+    elif isinstance(value, int | float):
+        out.append(format_number(value))
+    elif isinstance(value, Mapping):
+        items = []
+        for key in value:
+            if not isinstance(key, str):
+                raise CanonicalizationError(f"object key {key!r} is not a string")
+            _check_string(key)
+            items.append(key)
+        items.sort(key=_utf16_key)
+        out.append("{")
+        first = True
+        for key in items:
+            if not first:
+                out.append(",")
+            first = False
+            out.append(encode_basestring(key))
+            out.append(":")
+            _encode(value[key], out)
+        out.append("}")
+    elif isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _encode(item, out)
+        out.append("]")
+    else:
+        raise CanonicalizationError(f"{type(value).__name__} is not a JSON value")
+
+
+def canonical_json(value: Any) -> str:
+    """Return the RFC 8785 text of ``value``; raise ``CanonicalizationError`` where it has none."""
+    out: list[str] = []
+    _encode(value, out)
+    return "".join(out)
+
+
+def canonical_bytes(value: Any) -> bytes:
+    return canonical_json(value).encode("utf-8")
+
+
+def sha256_hex(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_sha256(value: Any) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``value``."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()

@@ -1,0 +1,184 @@
+"""Dispatch planning: decide, per proposed call, whether it runs, waits for a human or is rejected.
+
+Pure: it takes the calls, the registry and the trusted context and returns a plan. The runtime
+executes the plan. Rejections are data (error envelopes for the model), never exceptions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .arguments import parse_arguments
+from .canonical import canonical_json, sha256_hex
+from .errors import CanonicalizationError
+from .ids import default_intent_key
+from .registry import CallContext, Registry, ToolSpec, format_validation_error
+from .types import ToolCall
+
+# Error codes the model may receive. Stable: users match on them.
+DUPLICATE_CALL_ID = "DUPLICATE_CALL_ID"
+UNKNOWN_TOOL = "UNKNOWN_TOOL"
+INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
+DENIED = "DENIED"
+HANDLER_ERROR = "HANDLER_ERROR"
+TIMEOUT = "TIMEOUT"
+RESULT_TOO_LARGE = "RESULT_TOO_LARGE"
+NO_PROGRESS = "NO_PROGRESS"
+APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
+APPROVAL_STALE = "APPROVAL_STALE"
+OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+NOT_RUN = "NOT_RUN"
+
+PolicyAuthorize = Callable[[ToolSpec, Any, CallContext], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    call: ToolCall
+    spec: ToolSpec
+    args: BaseModel
+    arguments_json: str  # canonical JSON of the arguments as sent
+    idempotency_key: str | None
+    ctx: CallContext
+
+    @property
+    def argument_digest(self) -> str:
+        return sha256_hex(self.arguments_json)
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsApproval:
+    call: ToolCall
+    spec: ToolSpec
+    args: BaseModel
+    arguments_json: str
+    idempotency_key: str | None
+    ctx: CallContext
+
+    @property
+    def argument_digest(self) -> str:
+        return sha256_hex(self.arguments_json)
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    call: ToolCall
+    code: str
+    message: str
+    spec: ToolSpec | None = None
+    arguments_json: str | None = None
+
+
+PlanItem = Execute | NeedsApproval | Reject
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedOperation:
+    """Facts about the operation that come from its own row, never from the model."""
+
+    operation_id: str
+    tenant: str
+    subject: str
+    deadline: datetime | None
+
+
+def _safe_bool(fn: Callable[[], bool]) -> tuple[bool, str | None]:
+    """Run a user policy hook; any exception denies (fail closed) without leaking internals."""
+    try:
+        return bool(fn()), None
+    except Exception as exc:  # policy hooks are user code
+        return False, type(exc).__name__
+
+
+def plan_call(
+    call: ToolCall,
+    registry: Registry,
+    offered: frozenset[str] | None,
+    op: TrustedOperation,
+    policy_authorize: PolicyAuthorize | None = None,
+) -> PlanItem:
+    """Plan one call whose id is unique within its response."""
+    spec = registry.get(call.name)
+    if spec is None or (offered is not None and call.name not in offered):
+        # Never echo an arbitrary model string back unbounded.
+        shown = call.name if isinstance(call.name, str) else repr(call.name)
+        return Reject(call, UNKNOWN_TOOL, f"unknown tool {shown[:100]!r}; call one of the tools you were given")
+    if call.arguments_error is not None:
+        return Reject(call, INVALID_ARGUMENTS, f"arguments rejected: {call.arguments_error}", spec)
+    arguments, why = (call.arguments, None) if call.arguments is not None else parse_arguments(call.arguments_raw)
+    if arguments is None:
+        return Reject(call, INVALID_ARGUMENTS, f"arguments rejected: {why}", spec)
+    try:
+        arguments_json = canonical_json(arguments)
+    except CanonicalizationError as exc:
+        return Reject(call, INVALID_ARGUMENTS, f"arguments rejected: {exc}", spec)
+    try:
+        args = spec.validate_json(arguments_json)
+    except ValidationError as exc:
+        return Reject(
+            call, INVALID_ARGUMENTS, f"arguments do not match the schema: {format_validation_error(exc)}",
+            spec, arguments_json,
+        )
+    key: str | None = None
+    base_ctx = CallContext(op.operation_id, op.tenant, op.subject, call.call_id, spec.name, None, op.deadline)
+    if spec.is_write:
+        if spec.intent_key is not None:
+            try:
+                named = str(spec.intent_key(args, base_ctx) or "")
+            except Exception:  # user code: fail closed, do not leak internals
+                named = ""
+            if not named:
+                return Reject(call, HANDLER_ERROR, "the tool could not name the intent of this call", spec, arguments_json)
+            key = named if named.startswith("ik_") else f"ik_{named}"
+        else:
+            key = default_intent_key(spec.name, spec.schema_version, arguments, op.operation_id)
+    ctx = CallContext(op.operation_id, op.tenant, op.subject, call.call_id, spec.name, key, op.deadline)
+    if spec.authorize is not None:
+        allowed, _ = _safe_bool(lambda: spec.authorize(args, ctx))  # type: ignore[misc]
+        if not allowed:
+            return Reject(call, DENIED, f"not allowed to call {spec.name} with these arguments", spec, arguments_json)
+    if policy_authorize is not None:
+        allowed, _ = _safe_bool(lambda: policy_authorize(spec, args, ctx))
+        if not allowed:
+            return Reject(call, DENIED, f"policy does not allow {spec.name} here", spec, arguments_json)
+    needs, err = _safe_bool(lambda: spec.needs_approval(args, ctx))
+    if err is not None:
+        # Cannot tell whether a human must look: ask one.
+        needs = True
+    if needs:
+        return NeedsApproval(call, spec, args, arguments_json, key, ctx)
+    return Execute(call, spec, args, arguments_json, key, ctx)
+
+
+def plan_turn(
+    calls: Sequence[ToolCall],
+    registry: Registry,
+    offered: frozenset[str] | None,
+    op: TrustedOperation,
+    policy_authorize: PolicyAuthorize | None = None,
+) -> list[PlanItem]:
+    """Plan every call of one response, in proposal order.
+
+    A call id repeated within the response is ambiguous: none of those calls runs and exactly one
+    ``DUPLICATE_CALL_ID`` rejection stands for that id (D7).
+    """
+    counts = Counter(c.call_id for c in calls)
+    plan: list[PlanItem] = []
+    seen_dup: set[str] = set()
+    for call in calls:
+        if counts[call.call_id] > 1:
+            if call.call_id in seen_dup:
+                continue
+            seen_dup.add(call.call_id)
+            plan.append(
+                Reject(call, DUPLICATE_CALL_ID, f"call id {call.call_id!r} was used by {counts[call.call_id]} calls; none ran")
+            )
+            continue
+        plan.append(plan_call(call, registry, offered, op, policy_authorize))
+    return plan

@@ -1,0 +1,90 @@
+"""callbound's error tree.
+
+::
+
+    CallboundError
+    ├── UsageError                 the caller misused the API (fix your code)
+    │   ├── UnsupportedSchema      a tool schema a provider cannot express (raised when binding, D9)
+    │   ├── ScriptExhausted        ScriptedModel has no response k (D24)
+    │   └── ApprovalAlreadyDecided another decision was recorded first (D17)
+    ├── ProtocolViolation          the model or provider broke its wire contract
+    ├── CorrelationError           results do not pair one-to-one with the proposed calls
+    ├── BindingMismatch            a result's binding does not match its trusted context
+    ├── IllegalTransition          a state change the transition table does not allow
+    ├── CanonicalizationError      a value RFC 8785 cannot represent exactly (D6)
+    ├── StoreError                 the store is unreachable or refused a write
+    │   ├── SchemaVersionError     the database is newer than this code
+    │   └── StaleLease             a fenced write lost its lease (D21)
+    └── NotApplied                 raised by a write handler: the effect definitely did not happen (D16)
+
+Only ``UsageError`` and ``StoreError`` escape ``Runner.run``/``Runner.resume`` (D4); everything the model,
+provider or tools do ends up in the returned ``Outcome``.
+"""
+
+from __future__ import annotations
+
+
+class CallboundError(Exception):
+    """Base of every error callbound raises on purpose."""
+
+
+class UsageError(CallboundError):
+    """The caller used the API in a way it does not support. The message says what to change."""
+
+
+class UnsupportedSchema(UsageError):
+    """A tool's JSON Schema cannot be expressed for a provider (D9)."""
+
+
+class ScriptExhausted(UsageError):
+    """ScriptedModel was asked for a response it does not have (D24)."""
+
+
+class ApprovalAlreadyDecided(UsageError):
+    """A different decision was already recorded for this approval (D17)."""
+
+
+class UnknownApproval(UsageError):
+    """No approval with this id exists (or it belongs to another tenant)."""
+
+
+class ProtocolViolation(CallboundError):
+    """The model or provider sent something its own wire contract forbids."""
+
+
+class CorrelationError(CallboundError):
+    """Results do not pair one-to-one with proposed calls (missing, duplicate or unknown)."""
+
+
+class BindingMismatch(CallboundError):
+    """A result envelope's binding differs from the one recomputed from trusted context."""
+
+
+class IllegalTransition(CallboundError):
+    """The transition table in ``core.states`` does not allow this state change."""
+
+    def __init__(self, source: str, target: str, cause: str = "") -> None:
+        self.source = source
+        self.target = target
+        self.cause = cause
+        super().__init__(f"illegal transition {source} -> {target}" + (f" ({cause})" if cause else ""))
+
+
+class CanonicalizationError(CallboundError, ValueError):
+    """A value has no exact RFC 8785 representation (NaN, Infinity, huge integers, lone surrogates)."""
+
+
+class StoreError(CallboundError):
+    """The store is unreachable or refused an operation."""
+
+
+class SchemaVersionError(StoreError):
+    """The database was written by a newer callbound; refuse to touch it (D19)."""
+
+
+class StaleLease(StoreError):
+    """A write carried a fencing token that is no longer current (D21)."""
+
+
+class NotApplied(CallboundError):
+    """Raised by a write handler to say its effect definitely did not happen (D16)."""

@@ -1,0 +1,188 @@
+"""Loop guards: budgets with finite defaults (D12) and the pure checks that enforce them.
+
+Every check returns ``Continue`` or ``Stop(reason)``; the runner turns a Stop into STOPPED with
+that reason and an escalation record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from .errors import UsageError
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """Limits for one operation. Defaults are finite (D12); tokens and cost are unlimited unless set."""
+
+    max_model_turns: int = 16
+    max_tool_calls: int = 64
+    deadline_s: float = 300.0  # active time, outside WAITING_APPROVAL (D14)
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    max_cost: Decimal | None = None
+    max_parallel: int = 4
+    max_identical_calls: int = 2
+    max_no_progress_turns: int = 3
+    max_result_bytes: int = 64 * 1024
+    max_retries: int = 3
+    not_after: datetime | None = None  # absolute end, regardless of activity (D14)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in {"max_input_tokens", "max_output_tokens", "max_cost", "not_after"}:
+                if value is not None and f.name != "not_after" and value < 0:
+                    raise UsageError(f"Budgets.{f.name} must be >= 0")
+                continue
+            if value is None or value < 0:
+                raise UsageError(f"Budgets.{f.name} must be a finite number >= 0")
+        if self.max_parallel < 1:
+            raise UsageError("Budgets.max_parallel must be >= 1")
+        if self.max_identical_calls < 1:
+            raise UsageError("Budgets.max_identical_calls must be >= 1")
+        if self.max_cost is not None and not isinstance(self.max_cost, Decimal):
+            object.__setattr__(self, "max_cost", Decimal(str(self.max_cost)))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Decimal):
+                value = str(value)
+            elif isinstance(value, datetime):
+                value = value.isoformat()
+            out[f.name] = value
+        return out
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Budgets:
+        data = dict(data)
+        if data.get("max_cost") is not None:
+            data["max_cost"] = Decimal(data["max_cost"])
+        if data.get("not_after") is not None:
+            data["not_after"] = datetime.fromisoformat(data["not_after"])
+        return Budgets(**data)
+
+
+@dataclass(slots=True)
+class Spent:
+    """What an operation has used so far. Saved with the operation, summed across processes."""
+
+    model_turns: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: Decimal = Decimal(0)
+    active_s: float = 0.0
+    no_progress_turns: int = 0
+    no_progress_warned: bool = False
+    identical: dict[str, int] = field(default_factory=dict)
+    seen_results: set[str] = field(default_factory=set)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model_turns": self.model_turns,
+            "tool_calls": self.tool_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": str(self.cost),
+            "active_s": self.active_s,
+            "no_progress_turns": self.no_progress_turns,
+            "no_progress_warned": self.no_progress_warned,
+        }
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Spent:
+        return Spent(
+            model_turns=data["model_turns"],
+            tool_calls=data["tool_calls"],
+            input_tokens=data["input_tokens"],
+            output_tokens=data["output_tokens"],
+            cost=Decimal(data["cost"]),
+            active_s=data["active_s"],
+            no_progress_turns=data["no_progress_turns"],
+            no_progress_warned=data["no_progress_warned"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    reason: str
+    detail: str
+
+
+CONTINUE = Continue()
+Verdict = Continue | Stop
+
+
+def check_before_model_request(b: Budgets, s: Spent, now: datetime | None = None) -> Verdict:
+    """Checked before every model request (retries excluded: they are not turns, D26)."""
+    if s.model_turns >= b.max_model_turns:
+        return Stop("MAX_TURNS", f"{s.model_turns} model turns used of {b.max_model_turns}")
+    return check_running(b, s, now)
+
+
+def check_running(b: Budgets, s: Spent, now: datetime | None = None) -> Verdict:
+    if s.active_s >= b.deadline_s:
+        return Stop("DEADLINE", f"{s.active_s:.3f}s of active time used of {b.deadline_s}s")
+    if b.not_after is not None and now is not None and now >= b.not_after:
+        return Stop("DEADLINE", f"not_after {b.not_after.isoformat()} has passed")
+    if b.max_input_tokens is not None and s.input_tokens > b.max_input_tokens:
+        return Stop("MAX_INPUT_TOKENS", f"{s.input_tokens} input tokens used of {b.max_input_tokens}")
+    if b.max_output_tokens is not None and s.output_tokens > b.max_output_tokens:
+        return Stop("MAX_OUTPUT_TOKENS", f"{s.output_tokens} output tokens used of {b.max_output_tokens}")
+    if b.max_cost is not None and s.cost > b.max_cost:
+        return Stop("MAX_COST", f"cost {s.cost} exceeds {b.max_cost}")
+    return CONTINUE
+
+
+def check_tool_calls(b: Budgets, s: Spent, proposed: int) -> Verdict:
+    """A turn that would exceed ``max_tool_calls`` runs none of its calls (D15)."""
+    if s.tool_calls + proposed > b.max_tool_calls:
+        return Stop(
+            "MAX_TOOL_CALLS",
+            f"turn proposes {proposed} calls; {s.tool_calls} of {b.max_tool_calls} already used",
+        )
+    return CONTINUE
+
+
+def identical_key(tool: str, schema_version: str, arguments_json: str) -> str:
+    return f"{tool}\x00{schema_version}\x00{arguments_json}"
+
+
+def identical_allowed(b: Budgets, s: Spent, key: str) -> bool:
+    """Run number ``max_identical_calls + 1`` of the same tool and canonical arguments is refused (D13)."""
+    return s.identical.get(key, 0) < b.max_identical_calls
+
+
+def record_turn_results(b: Budgets, s: Spent, result_hashes: list[str], had_no_progress_error: bool) -> Verdict:
+    """After a turn's results are ready: D13 step 3. A turn whose results are all hashes seen before
+    counts as no progress; ``max_no_progress_turns`` in a row, or a repeat after a NO_PROGRESS
+    warning, stops the operation."""
+    if had_no_progress_error and s.no_progress_warned:
+        return Stop("NO_PROGRESS", "the model repeated a call after being told it makes no progress")
+    all_seen = bool(result_hashes) and all(h in s.seen_results for h in result_hashes)
+    s.seen_results.update(result_hashes)
+    if had_no_progress_error:
+        s.no_progress_warned = True
+    if all_seen:
+        s.no_progress_turns += 1
+    else:
+        s.no_progress_turns = 0
+    if s.no_progress_turns >= b.max_no_progress_turns:
+        return Stop("NO_PROGRESS", f"{s.no_progress_turns} turns in a row returned only results seen before")
+    return CONTINUE
+
+
+def result_cap(b: Budgets, spec_cap: int | None) -> int:
+    """The smaller of the tool's and the budget's cap (D11)."""
+    return b.max_result_bytes if spec_cap is None else min(spec_cap, b.max_result_bytes)

@@ -1,0 +1,62 @@
+"""The idempotency ledger's states and rules (D13, D16). The store keeps the entries; this decides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class LedgerStatus(StrEnum):
+    STARTED = "STARTED"  # committed before the handler runs (D18 C1)
+    SUCCEEDED = "SUCCEEDED"  # the effect happened; ``result`` is the model_result to replay
+    FAILED = "FAILED"  # definitely not applied (NotApplied); may run again
+    UNKNOWN = "UNKNOWN"  # timeout, exception or crash: must be reconciled, never blindly re-run
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    key: str
+    tenant: str
+    tool: str
+    operation_id: str
+    status: LedgerStatus
+    result: dict[str, Any] | None
+    attempts: int
+    lease_token: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "tenant": self.tenant,
+            "tool": self.tool,
+            "operation_id": self.operation_id,
+            "status": self.status.value,
+            "result": self.result,
+            "attempts": self.attempts,
+            "lease_token": self.lease_token,
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> LedgerEntry:
+        return LedgerEntry(
+            d["key"], d["tenant"], d["tool"], d["operation_id"], LedgerStatus(d["status"]), d.get("result"),
+            int(d["attempts"]), d.get("lease_token"),
+        )
+
+
+class LedgerAction(StrEnum):
+    RUN = "RUN"  # no entry, or FAILED: run the handler
+    REPLAY = "REPLAY"  # SUCCEEDED: return the recorded result, do not run
+    RECONCILE = "RECONCILE"  # UNKNOWN, or STARTED left by a dead process: ask the tool's reconcile
+
+
+def decide(entry: LedgerEntry | None) -> LedgerAction:
+    """What to do with a proposal of an intent, given its ledger entry. A STARTED entry seen by a
+    new proposal was left by a process that died mid-call (or whose lease expired, D21): its outcome
+    is unknown, so it is reconciled, never re-run blindly."""
+    if entry is None or entry.status is LedgerStatus.FAILED:
+        return LedgerAction.RUN
+    if entry.status is LedgerStatus.SUCCEEDED:
+        return LedgerAction.REPLAY
+    return LedgerAction.RECONCILE

@@ -1,0 +1,188 @@
+"""ToolSpec and Registry: the fixed allowlist of tools a model may call.
+
+No tool name from a model is ever looked up anywhere but a ``Registry``. Parameter models are
+tightened to strict validation with ``extra="forbid"`` (D5) so nothing the model did not send is
+invented by coercion.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, cast
+
+from pydantic import BaseModel, ValidationError
+
+from .canonical import canonical_sha256
+from .errors import UsageError
+from .types import Risk
+
+_VALID_RISKS = ("read", "write", "irreversible")
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """What a handler may know about the call it serves. Never a provider shape."""
+
+    operation_id: str
+    tenant: str
+    subject: str
+    call_id: str
+    tool: str
+    idempotency_key: str | None
+    deadline: datetime | None
+    attempt: int = 1
+
+
+Handler = Callable[[Any, CallContext], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDeclaration:
+    """A vendor-neutral tool declaration; each adapter renders it for its provider (D9)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+def _strict_model(params: type[BaseModel]) -> type[BaseModel]:
+    config = dict(params.model_config)
+    if config.get("extra") == "forbid" and config.get("strict") is True:
+        return params
+    config["extra"] = "forbid"
+    config["strict"] = True
+    # A subclass keeps isinstance(args, params) true for handlers while validation gets stricter.
+    return cast(type[BaseModel], type(params.__name__, (params,), {"model_config": config, "__module__": params.__module__}))
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One allowed tool. ``handler(args, ctx)`` may be sync or async.
+
+    ``requires_approval`` defaults to ``risk == "irreversible"`` (D17); ``authorize(args, ctx)`` returns
+    True to allow; ``intent_key(args, ctx)`` names the business intent for write tools (D13);
+    ``reconcile(key, ctx)`` finds out what happened after an unknown outcome (D16) and returns the
+    result (``found``), ``None`` (definitely not applied) or raises ``LookupError`` (cannot tell).
+    """
+
+    name: str
+    description: str
+    params: type[BaseModel]
+    handler: Handler
+    schema_version: str
+    risk: Risk = "read"
+    timeout_ms: int = 10_000
+    requires_approval: bool | Callable[[Any, CallContext], bool] | None = None
+    authorize: Callable[[Any, CallContext], bool] | None = None
+    intent_key: Callable[[Any, CallContext], str] | None = None
+    reconcile: Callable[[str, CallContext], Any] | None = None
+    max_result_bytes: int | None = None
+    redact: Callable[[Any], Any] | None = None
+    strict_params: type[BaseModel] = field(init=False, repr=False, compare=False)
+    json_schema: dict[str, Any] = field(init=False, repr=False, compare=False)
+    handler_ref: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise UsageError("ToolSpec.name must be a non-empty string")
+        if self.risk not in _VALID_RISKS:
+            raise UsageError(f"ToolSpec {self.name!r}: risk must be one of {_VALID_RISKS}, not {self.risk!r}")
+        if not (isinstance(self.params, type) and issubclass(self.params, BaseModel)):
+            raise UsageError(f"ToolSpec {self.name!r}: params must be a pydantic BaseModel subclass")
+        if self.timeout_ms <= 0:
+            raise UsageError(f"ToolSpec {self.name!r}: timeout_ms must be positive")
+        if not self.schema_version:
+            raise UsageError(f"ToolSpec {self.name!r}: schema_version is required")
+        strict = _strict_model(self.params)
+        object.__setattr__(self, "strict_params", strict)
+        object.__setattr__(self, "json_schema", strict.model_json_schema())
+        module = getattr(self.handler, "__module__", "?")
+        qualname = getattr(self.handler, "__qualname__", type(self.handler).__name__)
+        object.__setattr__(self, "handler_ref", f"{module}:{qualname}")
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.handler)
+
+    @property
+    def is_write(self) -> bool:
+        return self.risk != "read"
+
+    def declaration(self) -> ToolDeclaration:
+        return ToolDeclaration(self.name, self.description, self.json_schema)
+
+    def validate_json(self, arguments_json: str) -> BaseModel:
+        """Pydantic's strict JSON mode (D5): a value passes only if its JSON type is one the schema
+        allows. Raises pydantic's ValidationError with field paths."""
+        return self.strict_params.model_validate_json(arguments_json, strict=True)
+
+    def needs_approval(self, args: Any, ctx: CallContext) -> bool:
+        rule = self.requires_approval
+        if rule is None:
+            return self.risk == "irreversible"
+        if callable(rule):
+            return bool(rule(args, ctx))
+        return bool(rule)
+
+    def definition_digest(self) -> str:
+        """Changes whenever the schema, version or risk changes; part of stale-approval checks."""
+        return canonical_sha256(
+            {"name": self.name, "schema_version": self.schema_version, "risk": self.risk, "schema": self.json_schema}
+        )
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """Field paths and messages, no input values (they may be sensitive)."""
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "$"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+class Registry:
+    """A fixed allowlist of ToolSpecs with unique names."""
+
+    __slots__ = ("_specs",)
+
+    def __init__(self, specs: Iterable[ToolSpec]) -> None:
+        table: dict[str, ToolSpec] = {}
+        for spec in specs:
+            if not isinstance(spec, ToolSpec):
+                raise UsageError(f"Registry takes ToolSpec objects, got {type(spec).__name__}")
+            if spec.name in table:
+                raise UsageError(f"tool name {spec.name!r} is registered twice")
+            table[spec.name] = spec
+        self._specs = table
+
+    def get(self, name: object) -> ToolSpec | None:
+        """Exact lookup. Anything that is not a registered name (including non-strings) is unknown."""
+        if not isinstance(name, str):
+            return None
+        return self._specs.get(name)
+
+    def subset(self, names: Iterable[str]) -> Registry:
+        """A smaller allowlist for one user or task. Naming an unregistered tool is a usage error."""
+        wanted = list(names)
+        missing = [n for n in wanted if n not in self._specs]
+        if missing:
+            raise UsageError(f"subset names unregistered tools: {missing}")
+        return Registry(self._specs[n] for n in wanted)
+
+    def names(self) -> list[str]:
+        return list(self._specs)
+
+    def declarations(self) -> list[ToolDeclaration]:
+        return [spec.declaration() for spec in self._specs.values()]
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._specs
