@@ -93,8 +93,9 @@ class Adapter(Protocol):
         """Classify a transport failure (D26, D30, D32) into an API_FAILURE or TRUNCATED turn."""
         ...
 
-    def check_request(self, body: dict[str, Any]) -> None:
-        """Raise ``ProtocolViolation`` if the body breaks the provider's rules (D24)."""
+    def check_request(self, body: dict[str, Any], previous: ModelTurn | None = None) -> None:
+        """Raise ``ProtocolViolation`` if the body breaks the provider's rules (D24). ``previous`` is
+        the turn this request answers (needed where the API continues server-side)."""
         ...
 
 
