@@ -1,0 +1,71 @@
+"""callbound: run LLM tool-calling loops safely, for any provider.
+
+Importing this package loads the core, the runtime and pydantic only: no provider SDK, CLI or
+database driver (D30).
+"""
+
+from __future__ import annotations
+
+from .core.approvals import Decision, PendingApproval
+from .core.errors import (
+    ApprovalAlreadyDecided,
+    BindingMismatch,
+    CallboundError,
+    CanonicalizationError,
+    CorrelationError,
+    IllegalTransition,
+    NotApplied,
+    ProtocolViolation,
+    SchemaVersionError,
+    ScriptExhausted,
+    StaleLease,
+    StoreError,
+    UnknownApproval,
+    UnsupportedSchema,
+    UsageError,
+)
+from .core.guards import Budgets
+from .core.registry import CallContext, Registry, ToolSpec
+from .core.states import State
+from .core.types import Finish, ModelTurn, ResultEnvelope, ToolCall, Usage
+from .runtime.runner import ApproverNotAllowed, Outcome, Policy, Price, Runner
+from .runtime.tools import ToolError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApprovalAlreadyDecided",
+    "ApproverNotAllowed",
+    "BindingMismatch",
+    "Budgets",
+    "CallContext",
+    "CallboundError",
+    "CanonicalizationError",
+    "CorrelationError",
+    "Decision",
+    "Finish",
+    "IllegalTransition",
+    "ModelTurn",
+    "NotApplied",
+    "Outcome",
+    "PendingApproval",
+    "Policy",
+    "Price",
+    "ProtocolViolation",
+    "Registry",
+    "ResultEnvelope",
+    "Runner",
+    "SchemaVersionError",
+    "ScriptExhausted",
+    "StaleLease",
+    "State",
+    "StoreError",
+    "ToolCall",
+    "ToolError",
+    "ToolSpec",
+    "UnknownApproval",
+    "UnsupportedSchema",
+    "Usage",
+    "UsageError",
+    "__version__",
+]

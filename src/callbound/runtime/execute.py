@@ -1,0 +1,295 @@
+"""Executing the planned calls of one turn: ledger, repeat guard, handlers, reconcile, envelopes.
+
+Order per call (D13): (1) write tools consult the ledger (same intent → recorded result, a replay);
+(2) the repeat guard refuses run number ``max_identical_calls + 1``; (3) run. Reads run concurrently
+up to ``max_parallel``; writes one at a time in proposal order (D15). Each write's ledger STARTED is
+committed before its handler runs (D18).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from ..core.binding import TrustedCall, make_envelope
+from ..core.canonical import canonical_bytes
+from ..core.dispatch import HANDLER_ERROR, NO_PROGRESS, RESULT_TOO_LARGE, TIMEOUT
+from ..core.errors import CanonicalizationError, NotApplied
+from ..core.guards import identical_allowed, identical_key, result_cap
+from ..core.idempotency import LedgerAction, LedgerEntry, LedgerStatus, decide
+from ..core.registry import CallContext, ToolSpec
+from ..core.snapshot import envelope_to_dict
+from ..core.types import ModelTurn, ToolCall, error_result, ok_result
+from .crash import crash_point
+from .operation import DONE, PLANNED, RUNNING, UNKNOWN, CallRecord, Operation
+from .tools import HandlerOutcome, call_maybe_async, to_jsonable
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+
+def trusted_for(
+    runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec | None
+) -> TrustedCall:
+    """Trusted context for a call, from the operation row, the registry, the record and the turn (D10)."""
+    return TrustedCall(
+        provider=turn.provenance.provider,
+        api=turn.api,
+        adapter_revision=turn.provenance.adapter_revision,
+        response_id=rec.response_id,
+        call_id=rec.call_id,
+        tool=rec.tool,
+        arguments_json=rec.arguments_json,
+        operation_id=op.operation_id,
+        tenant=op.tenant,
+        subject=op.subject,
+        handler=spec.handler_ref if spec is not None else "-",
+        schema_version=spec.schema_version if spec is not None else "-",
+        policy_revision=runner.policy.revision,
+        idempotency_key=rec.idempotency_key,
+        effect=rec.effect,
+        producer=rec.producer,
+    )
+
+
+def seal(
+    runner: Runner,
+    op: Operation,
+    turn: ModelTurn,
+    rec: CallRecord,
+    spec: ToolSpec | None,
+    model_result: dict[str, Any],
+    output: Any = None,
+) -> None:
+    """Attach a bound envelope to the record; the call is done."""
+    audit_input = None
+    if spec is not None and rec.arguments_json is not None and spec.redact is None:
+        audit_input = rec.arguments_json
+    env = make_envelope(
+        trusted_for(runner, op, turn, rec, spec), model_result, output=output, audit_input=audit_input
+    )
+    rec.envelope = envelope_to_dict(env)
+    rec.status = DONE
+
+
+def _result_for(spec: ToolSpec, runner: Runner, value: Any) -> tuple[dict[str, Any], Any]:
+    """(model_result, output). Enforces the result-size cap (D11) on the canonical JSON."""
+    data = to_jsonable(value)
+    try:
+        size = len(canonical_bytes(data))
+    except CanonicalizationError:
+        applied = " The effect was applied." if spec.is_write else ""
+        return error_result(HANDLER_ERROR, "the tool returned a value that is not JSON." + applied), None
+    cap = result_cap(runner.budgets, spec.max_result_bytes)
+    if size > cap:
+        applied = " The effect was applied; do not repeat the call." if spec.is_write else ""
+        return error_result(
+            RESULT_TOO_LARGE, f"the result is {size} bytes, over the {cap}-byte limit." + applied
+        ), data
+    return ok_result(data), data
+
+
+def _ctx(runner: Runner, op: Operation, rec: CallRecord, spec: ToolSpec) -> CallContext:
+    remaining = max(0.0, op.budgets.deadline_s - op.spent.active_s)
+    deadline = runner.clock.now() + timedelta(seconds=remaining)
+    return CallContext(
+        op.operation_id, op.tenant, op.subject, rec.call_id, spec.name, rec.idempotency_key, deadline
+    )
+
+
+def _timeout_s(op: Operation, spec: ToolSpec) -> float:
+    return min(spec.timeout_ms / 1000.0, max(0.0, op.budgets.deadline_s - op.spent.active_s))
+
+
+async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[None]]) -> None:
+    """Run every PLANNED call of the current turn."""
+    assert op.current is not None
+    turn = op.current.turn
+    calls = {(c.response_id, c.call_id): c for c in turn.calls}
+    reads: list[CallRecord] = []
+    writes: list[CallRecord] = []
+    for rec in op.current.records:
+        if rec.status == RUNNING:
+            # Left running by a process that died: a read is safe to run again; a write's outcome is
+            # unknown and goes through the ledger (STARTED → reconcile).
+            rec.status = PLANNED
+        if rec.status != PLANNED:
+            continue
+        spec = runner.registry.get(rec.tool)
+        (writes if spec is not None and spec.is_write else reads).append(rec)
+
+    if reads:
+        sem = asyncio.Semaphore(op.budgets.max_parallel)
+
+        async def one(rec: CallRecord) -> None:
+            async with sem:
+                await _run_read(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)])
+
+        await asyncio.gather(*(one(r) for r in reads))
+
+    for rec in writes:
+        await _run_write(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)], flush)
+        if rec.status == UNKNOWN:
+            return  # stop here: a human must look before anything else runs (D16)
+
+
+def _args(spec: ToolSpec, rec: CallRecord) -> Any:
+    assert rec.arguments_json is not None
+    return spec.validate_json(rec.arguments_json)
+
+
+def _repeat_refused(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec) -> bool:
+    key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
+    if identical_allowed(op.budgets, op.spent, key):
+        return False
+    rec.no_progress = True
+    seal(
+        runner,
+        op,
+        turn,
+        rec,
+        spec,
+        error_result(
+            NO_PROGRESS,
+            f"{spec.name} was already run {op.budgets.max_identical_calls} times with these arguments; "
+            "repeating it makes no progress. Use the results you have or try something else.",
+        ),
+    )
+    return True
+
+
+def _count_run(op: Operation, rec: CallRecord, spec: ToolSpec) -> None:
+    key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
+    op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
+    rec.identical_key = key
+
+
+async def _run_read(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, call: ToolCall) -> None:
+    spec = runner.registry.get(rec.tool)
+    assert spec is not None
+    if _repeat_refused(runner, op, turn, rec, spec):
+        return
+    rec.status = RUNNING
+    outcome = await runner.executor.run(
+        spec.handler, _args(spec, rec), _ctx(runner, op, rec, spec), _timeout_s(op, spec)
+    )
+    rec.producer = "handler"
+    if outcome.kind == "ok":
+        model_result, output = _result_for(spec, runner, outcome.value)
+        if model_result["ok"]:
+            _count_run(op, rec, spec)
+        seal(runner, op, turn, rec, spec, model_result, output)
+    elif outcome.kind == "timeout":
+        seal(runner, op, turn, rec, spec, error_result(TIMEOUT, outcome.message or "timeout"))
+    else:
+        seal(runner, op, turn, rec, spec, error_result(HANDLER_ERROR, outcome.message or "the tool failed"))
+
+
+def _ledger(
+    op: Operation,
+    rec: CallRecord,
+    spec: ToolSpec,
+    status: LedgerStatus,
+    result: dict[str, Any] | None,
+    attempts: int,
+) -> LedgerEntry:
+    assert rec.idempotency_key is not None
+    entry = LedgerEntry(
+        rec.idempotency_key, op.tenant, spec.name, op.operation_id, status, result, attempts, op.fence
+    )
+    op.pending_ledger.append(entry)
+    return entry
+
+
+async def _reconcile(
+    runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec, attempts: int
+) -> bool:
+    """D16: find out whether an unknown write happened. True if the call is settled (done), False if
+    nobody can tell (the record is UNKNOWN, the operation must stop)."""
+    if spec.reconcile is None or rec.idempotency_key is None:
+        rec.status = UNKNOWN
+        return False
+    try:
+        found = await call_maybe_async(spec.reconcile, rec.idempotency_key, _ctx(runner, op, rec, spec))
+    except NotApplied:
+        _ledger(op, rec, spec, LedgerStatus.FAILED, None, attempts)
+        rec.effect, rec.producer = "not_applied", "reconcile"
+        seal(
+            runner,
+            op,
+            turn,
+            rec,
+            spec,
+            error_result(TIMEOUT, f"{spec.name} did not complete and was not applied; you may try again."),
+        )
+        return True
+    except Exception:  # LookupError or anything else: cannot tell
+        rec.status = UNKNOWN
+        return False
+    model_result, output = _result_for(spec, runner, found)
+    _ledger(op, rec, spec, LedgerStatus.SUCCEEDED, model_result, attempts)
+    rec.effect, rec.producer = "reconciled", "reconcile"
+    seal(runner, op, turn, rec, spec, model_result, output)
+    return True
+
+
+async def _run_write(
+    runner: Runner,
+    op: Operation,
+    turn: ModelTurn,
+    rec: CallRecord,
+    call: ToolCall,
+    flush: Callable[[], Awaitable[None]],
+) -> None:
+    spec = runner.registry.get(rec.tool)
+    assert spec is not None and rec.idempotency_key is not None
+    entry = runner.store.ledger_get(op.tenant, rec.idempotency_key)
+    action = decide(entry)
+    attempts = entry.attempts if entry else 0
+    if action is LedgerAction.REPLAY:
+        assert entry is not None and entry.result is not None
+        rec.effect, rec.producer = "replayed", "ledger"
+        seal(runner, op, turn, rec, spec, entry.result)
+        return
+    if action is LedgerAction.RECONCILE:
+        # STARTED left by a crash, or UNKNOWN from an earlier timeout: never re-run blindly.
+        _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts)
+        await _reconcile(runner, op, turn, rec, spec, attempts)
+        if rec.status != UNKNOWN and rec.effect == "not_applied":
+            # definitely not applied: it may run now, as a fresh attempt
+            rec.status, rec.envelope = PLANNED, None
+        else:
+            return
+    if _repeat_refused(runner, op, turn, rec, spec):
+        return
+    attempts += 1
+    _ledger(op, rec, spec, LedgerStatus.STARTED, None, attempts)
+    rec.status = RUNNING
+    await flush()  # C1 / STARTED is durable before the effect (D18)
+    crash_point("after_ledger_started")
+    outcome: HandlerOutcome = await runner.executor.run(
+        spec.handler, _args(spec, rec), _ctx(runner, op, rec, spec), _timeout_s(op, spec)
+    )
+    crash_point("after_effect_before_result_commit")
+    rec.producer = "handler"
+    if outcome.kind == "ok":
+        model_result, output = _result_for(spec, runner, outcome.value)
+        _ledger(op, rec, spec, LedgerStatus.SUCCEEDED, model_result, attempts)
+        rec.effect = "applied"
+        _count_run(op, rec, spec)
+        seal(runner, op, turn, rec, spec, model_result, output)
+        return
+    if outcome.kind == "not_applied":
+        _ledger(op, rec, spec, LedgerStatus.FAILED, None, attempts)
+        rec.effect = "not_applied"
+        seal(runner, op, turn, rec, spec, error_result(HANDLER_ERROR, outcome.message or "not applied"))
+        return
+    # error or timeout: the effect may or may not have happened (D16)
+    _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts)
+    rec.effect = "unknown"
+    if outcome.still_running:
+        rec.status = UNKNOWN  # the thread may still apply it: nobody may reconcile yet
+        return
+    await _reconcile(runner, op, turn, rec, spec, attempts)

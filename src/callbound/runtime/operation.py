@@ -1,0 +1,238 @@
+"""One operation's working state in the runtime, and how it is saved and rebuilt.
+
+The head row holds what changes every commit (state, counters, the turn under work); the journal
+holds what only grows (transitions, turns, transcript items, results). ``Operation.from_stored``
+folds the journal back into the in-memory state, so a fresh process resumes exactly where the last
+commit left off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..core.approvals import PendingApproval
+from ..core.audit import AuditEvent, next_event
+from ..core.guards import Budgets, Spent
+from ..core.idempotency import LedgerEntry
+from ..core.machine import Machine
+from ..core.snapshot import SNAPSHOT_VERSION, migrate_head, turn_from_dict, turn_to_dict
+from ..core.states import State
+from ..core.types import ModelTurn, Transition, Usage
+from ..stores.base import Commit, JournalRow, StoredOperation
+
+# Call statuses (D2): outside the transition table, one per call of the current turn.
+PLANNED = "planned"
+WAITING = "waiting"
+RUNNING = "running"
+DONE = "done"
+UNKNOWN = "unknown"
+
+
+@dataclass(slots=True)
+class CallRecord:
+    response_id: str
+    call_id: str
+    tool: str
+    status: str
+    arguments_json: str | None = None
+    idempotency_key: str | None = None
+    approval_id: str | None = None
+    envelope: dict[str, Any] | None = None
+    effect: str = "none"
+    producer: str = "callbound"
+    no_progress: bool = False  # refused as a repeat (D13)
+    identical_key: str | None = None  # counted as a successful run of this (tool, args)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "response_id": self.response_id,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "status": self.status,
+            "arguments_json": self.arguments_json,
+            "idempotency_key": self.idempotency_key,
+            "approval_id": self.approval_id,
+            "envelope": self.envelope,
+            "effect": self.effect,
+            "producer": self.producer,
+            "no_progress": self.no_progress,
+            "identical_key": self.identical_key,
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> CallRecord:
+        return CallRecord(**d)
+
+
+@dataclass(slots=True)
+class CurrentTurn:
+    turn: ModelTurn
+    records: list[CallRecord]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turn": turn_to_dict(self.turn), "records": [r.to_dict() for r in self.records]}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> CurrentTurn:
+        return CurrentTurn(turn_from_dict(d["turn"]), [CallRecord.from_dict(r) for r in d["records"]])
+
+
+@dataclass(slots=True)
+class Operation:
+    operation_id: str
+    tenant: str
+    subject: str
+    api: str
+    created_at: datetime
+    budgets: Budgets
+    settings: dict[str, Any]
+    instructions: str | None
+    offered: list[str]
+    input: str | None
+    machine: Machine = field(default_factory=Machine)
+    spent: Spent = field(default_factory=Spent)
+    usage: Usage = field(default_factory=Usage)
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    new_items_start: int = 0
+    last_turn: ModelTurn | None = None
+    current: CurrentTurn | None = None
+    model_requests: int = 0
+    retries: int = 0
+    retry_after_s: float | None = None
+    reason: str | None = None
+    text: str | None = None
+    refusal: str | None = None
+    escalation: dict[str, Any] | None = None
+    fence: int | None = None
+    commits: int = 0
+    audit_tail: AuditEvent | None = None
+    # what the next commit writes
+    pending_journal: list[JournalRow] = field(default_factory=list)
+    pending_ledger: list[LedgerEntry] = field(default_factory=list)
+    pending_approvals: list[PendingApproval] = field(default_factory=list)
+    pending_audit: list[AuditEvent] = field(default_factory=list)
+    created: bool = False
+
+    @property
+    def state(self) -> State:
+        return self.machine.state
+
+    def move(
+        self, target: State, at: datetime, cause: str, audit_key: bytes | None, **details: Any
+    ) -> Transition:
+        t = self.machine.move(target, at, cause, **details)
+        self.pending_journal.append(JournalRow("transition", t.to_dict()))
+        self.audit(at, "transition", {"state": target.value, "cause": cause, **details}, audit_key)
+        return t
+
+    def audit(self, at: datetime, kind: str, data: dict[str, Any], key: bytes | None) -> None:
+        ev = next_event(self.audit_tail, self.operation_id, kind, at.isoformat(), data, key)
+        self.audit_tail = ev
+        self.pending_audit.append(ev)
+
+    def append_items(self, items: list[dict[str, Any]]) -> None:
+        if items:
+            self.transcript.extend(items)
+            self.pending_journal.append(JournalRow("items", {"items": items}))
+
+    def head(self) -> dict[str, Any]:
+        return {
+            "snapshot_version": SNAPSHOT_VERSION,
+            "operation_id": self.operation_id,
+            "tenant": self.tenant,
+            "subject": self.subject,
+            "api": self.api,
+            "created_at": self.created_at.isoformat(),
+            "state": self.machine.state.value,
+            "reason": self.reason,
+            "text": self.text,
+            "refusal": self.refusal,
+            "input": self.input,
+            "budgets": self.budgets.to_dict(),
+            "settings": self.settings,
+            "instructions": self.instructions,
+            "offered": self.offered,
+            "spent": self.spent.to_dict(),
+            "usage": self.usage.to_dict(),
+            "new_items_start": self.new_items_start,
+            "current": None if self.current is None else self.current.to_dict(),
+            "model_requests": self.model_requests,
+            "retries": self.retries,
+            "retry_after_s": self.retry_after_s,
+            "escalation": self.escalation,
+            "fence": self.fence,
+            "commits": self.commits,
+            "updated_at": self.machine.history[-1].at.isoformat() if self.machine.history else None,
+        }
+
+    def take_commit(self) -> Commit:
+        c = Commit(
+            operation_id=self.operation_id,
+            head=self.head(),
+            journal=self.pending_journal,
+            ledger=self.pending_ledger,
+            approvals=self.pending_approvals,
+            audit=self.pending_audit,
+            fence=self.fence,
+            create=not self.created,
+        )
+        self.pending_journal = []
+        self.pending_ledger = []
+        self.pending_approvals = []
+        self.pending_audit = []
+        self.created = True
+        self.commits += 1
+        c.head["commits"] = self.commits
+        return c
+
+    @staticmethod
+    def from_stored(stored: StoredOperation, audit_tail: AuditEvent | None) -> Operation:
+        h = migrate_head(dict(stored.head))
+        op = Operation(
+            operation_id=h["operation_id"],
+            tenant=h["tenant"],
+            subject=h["subject"],
+            api=h["api"],
+            created_at=datetime.fromisoformat(h["created_at"]),
+            budgets=Budgets.from_dict(h["budgets"]),
+            settings=h["settings"],
+            instructions=h["instructions"],
+            offered=list(h["offered"]),
+            input=h.get("input"),
+        )
+        op.spent = Spent.from_dict(h["spent"])
+        op.usage = Usage.from_dict(h["usage"])
+        op.new_items_start = h["new_items_start"]
+        op.current = None if h["current"] is None else CurrentTurn.from_dict(h["current"])
+        op.model_requests = h["model_requests"]
+        op.retries = h["retries"]
+        op.retry_after_s = h.get("retry_after_s")
+        op.reason = h["reason"]
+        op.text = h["text"]
+        op.refusal = h.get("refusal")
+        op.escalation = h["escalation"]
+        op.fence = h.get("fence")
+        op.commits = h.get("commits", 0)
+        op.created = True
+        op.audit_tail = audit_tail
+        history: list[Transition] = []
+        for row in stored.journal:
+            if row.kind == "transition":
+                d = row.data
+                history.append(
+                    Transition(d["state"], datetime.fromisoformat(d["at"]), d["cause"], d.get("details", {}))
+                )
+            elif row.kind == "items":
+                op.transcript.extend(row.data["items"])
+            elif row.kind == "turn":
+                turn = turn_from_dict(row.data["turn"])
+                if turn.finish.value in ("TOOL_PROPOSALS", "CONTINUE"):
+                    op.last_turn = turn
+            elif row.kind == "results":
+                for key in row.data.get("identical", []):
+                    op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
+                op.spent.seen_results.update(row.data.get("result_hashes", []))
+        op.machine = Machine(State(h["state"]), history)
+        return op

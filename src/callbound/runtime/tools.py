@@ -1,0 +1,114 @@
+"""Running one handler: timeouts, worker threads for sync handlers, and what an outcome means.
+
+A handler's outcome is one of: ``ok`` (value), ``error`` (it raised), ``not_applied`` (it raised
+``NotApplied``: the effect definitely did not happen), ``timeout``. For sync handlers a timeout does
+not stop the thread; ``still_running`` says whether it was still alive after the grace period, in
+which case nothing may reconcile yet (D16).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..core.errors import NotApplied
+from ..core.registry import CallContext
+
+
+class ToolError(Exception):
+    """Raise from a handler to send ``message`` to the model as the error text. For write tools it
+    still means "outcome unknown" unless you raise ``NotApplied`` instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerOutcome:
+    kind: str  # "ok" | "error" | "not_applied" | "timeout"
+    value: Any = None
+    message: str | None = None  # model-safe text
+    still_running: bool = False
+
+
+def to_jsonable(value: Any) -> Any:
+    """Handler return values become JSON data; pydantic models are dumped in JSON mode."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
+
+
+def _safe_message(exc: BaseException) -> str:
+    if isinstance(exc, ToolError | NotApplied) and exc.args:
+        return str(exc.args[0])[:500]
+    # No message text, traceback or internals: only the kind of failure.
+    return f"the tool failed ({type(exc).__name__})"
+
+
+class ToolExecutor:
+    """Owns the thread pool for sync handlers so a hung handler cannot starve the event loop's default pool."""
+
+    def __init__(self, max_threads: int = 16, grace_s: float = 2.0) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_threads, thread_name_prefix="callbound-tool"
+        )
+        self.grace_s = grace_s
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def run(
+        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float
+    ) -> HandlerOutcome:
+        if inspect.iscoroutinefunction(handler):
+            return await self._run_async(handler, args, ctx, timeout_s)
+        return await self._run_sync(handler, args, ctx, timeout_s)
+
+    async def _run_async(
+        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float
+    ) -> HandlerOutcome:
+        try:
+            value = await asyncio.wait_for(handler(args, ctx), timeout=max(timeout_s, 0.0))
+        except TimeoutError:
+            # wait_for cancelled the task and waited for it: nothing of it is still running.
+            return HandlerOutcome("timeout", message=f"the tool did not answer within {timeout_s:.3g}s")
+        except NotApplied as exc:
+            return HandlerOutcome("not_applied", message=_safe_message(exc))
+        except Exception as exc:
+            return HandlerOutcome("error", message=_safe_message(exc))
+        return HandlerOutcome("ok", value=value)
+
+    async def _run_sync(
+        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float
+    ) -> HandlerOutcome:
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, handler, args, ctx)
+        future = loop.run_in_executor(self._pool, call)
+        try:
+            value = await asyncio.wait_for(asyncio.shield(future), timeout=max(timeout_s, 0.0))
+        except TimeoutError:
+            # The thread keeps running; give it a grace period to finish before anyone reconciles.
+            done, _ = await asyncio.wait({future}, timeout=self.grace_s)
+            if done:
+                future.exception()  # consume it: the call already counts as timed out
+            return HandlerOutcome(
+                "timeout", message=f"the tool did not answer within {timeout_s:.3g}s", still_running=not done
+            )
+        except NotApplied as exc:
+            return HandlerOutcome("not_applied", message=_safe_message(exc))
+        except Exception as exc:
+            return HandlerOutcome("error", message=_safe_message(exc))
+        return HandlerOutcome("ok", value=value)
+
+
+async def call_maybe_async(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a user hook (reconcile, approver checks) that may be sync or async."""
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        return await result
+    return result

@@ -1,0 +1,84 @@
+"""The Store protocol every backend implements, and the row types it moves.
+
+A store keeps, per operation, one small *head* row (state, counters, the turn under work) that is
+replaced on each commit, and an append-only *journal* (transitions, turns, transcript items, result
+envelopes). History is never rewritten (D18), so a commit costs the same at turn 1 and turn 1,000.
+Approvals, the idempotency ledger and the audit chain have their own tables. One ``commit`` is one
+atomic transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..core.approvals import PendingApproval
+from ..core.audit import AuditEvent
+from ..core.idempotency import LedgerEntry
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRow:
+    kind: str  # "transition" | "turn" | "items" | "results" | "note"
+    data: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Commit:
+    """Everything one transaction writes. ``fence`` is the lease token the writer holds (D21)."""
+
+    operation_id: str
+    head: dict[str, Any]
+    journal: list[JournalRow] = field(default_factory=list)
+    ledger: list[LedgerEntry] = field(default_factory=list)
+    approvals: list[PendingApproval] = field(default_factory=list)
+    audit: list[AuditEvent] = field(default_factory=list)
+    fence: int | None = None
+    create: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredOperation:
+    head: dict[str, Any]
+    journal: list[JournalRow]
+
+
+class Store(Protocol):
+    def commit(self, commit: Commit) -> None:
+        """Write everything in ``commit`` atomically, or nothing (raise ``StoreError``)."""
+        ...
+
+    def load_operation(self, operation_id: str) -> StoredOperation | None: ...
+
+    def list_operations(
+        self, *, tenant: str | None = None, state: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Heads, newest first."""
+        ...
+
+    def ledger_get(self, tenant: str, key: str) -> LedgerEntry | None: ...
+
+    def get_approval(self, approval_id: str) -> PendingApproval | None: ...
+
+    def list_approvals(
+        self,
+        *,
+        tenant: str | None = None,
+        status: str | None = "pending",
+        operation_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[PendingApproval]: ...
+
+    def decide_approval(self, decided: PendingApproval) -> bool:
+        """Compare-and-set: store ``decided`` only if the stored approval is still pending. Returns
+        False (and changes nothing) if another decision got there first."""
+        ...
+
+    def audit_events(self, operation_id: str) -> list[AuditEvent]: ...
+
+    def close(self) -> None: ...
+
+
+def heads_only(rows: Sequence[StoredOperation]) -> list[dict[str, Any]]:
+    return [r.head for r in rows]

@@ -1,0 +1,185 @@
+"""Helpers shipped for users' own tests: ScriptedModel, ApiError, StreamCut and FakeClock.
+
+``ScriptedModel(api, responses)`` replays raw provider wire responses through the real adapter (D24):
+response k answers the operation's k-th model request, k counted from what the operation has stored,
+so a resumed process or another worker continues the script. Each response is one of:
+
+- a dict (or bytes/str of JSON): a plain response body;
+- a list of stream events (dicts, ``"[DONE]"``, or a ``StreamCut()`` marker that drops the
+  connection there), or raw SSE / JSON-lines text wrapped in ``Stream(text)``;
+- ``ApiError(status, body, headers)``: an HTTP error, classified by the adapter's ``map_error``.
+
+Every request is recorded in ``.requests`` and, by default, checked against the provider's rules
+(every call answered exactly once, results first, call ids echoed, signatures carried); a broken
+request raises ``ScriptedRequestError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .adapters import get as get_adapter
+from .adapters.base import Adapter, StreamCaps
+from .adapters.sse import SSEReader, decode_event
+from .core.errors import ProtocolViolation, ScriptExhausted, UsageError
+from .core.model import ProgressCallback, RequestMeta
+from .core.types import ModelTurn, RawFailure
+from .runtime.crash import crash_point
+
+__all__ = [
+    "ApiError",
+    "FakeClock",
+    "ScriptExhausted",
+    "ScriptedModel",
+    "ScriptedRequestError",
+    "Stream",
+    "StreamCut",
+]
+
+
+class ScriptedRequestError(UsageError):
+    """callbound (or your code) built a request the provider would reject (D24)."""
+
+
+def ApiError(status: int, body: Any = None, headers: dict[str, str] | None = None) -> RawFailure:
+    """An HTTP error response for ScriptedModel: a neutral RawFailure the adapter classifies (D30)."""
+    return RawFailure("http", status, body, dict(headers or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCut:
+    """Marks where a scripted stream's connection drops."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """Raw stream text (SSE or JSON-lines), fed to the shared reader in ``chunk_size`` pieces."""
+
+    text: str | bytes
+    chunk_size: int = 4096
+
+
+@dataclass(slots=True)
+class FakeClock:
+    """A clock that moves only by hand; ``sleep`` advances it instantly (D23)."""
+
+    current: datetime = field(default_factory=lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    mono: float = 0.0
+    slept: list[float] = field(default_factory=list)
+
+    def now(self) -> datetime:
+        return self.current
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.advance(seconds)
+        await asyncio.sleep(0)
+
+    def advance(self, seconds: float) -> None:
+        self.current += timedelta(seconds=seconds)
+        self.mono += seconds
+
+
+class ScriptedModel:
+    def __init__(
+        self,
+        api: str,
+        responses: Sequence[Any],
+        *,
+        check_requests: bool = True,
+        model: str | None = None,
+        caps: StreamCaps | None = None,
+    ) -> None:
+        self.api = api
+        self._adapter: Adapter = get_adapter(api)
+        self.responses = list(responses)
+        self.requests: list[dict[str, Any]] = []
+        self.check_requests = check_requests
+        self.model = model
+        self.caps = caps
+
+    @property
+    def adapter(self) -> Adapter:
+        return self._adapter
+
+    async def complete(
+        self,
+        body: dict[str, Any],
+        *,
+        stream: bool,
+        meta: RequestMeta,
+        on_progress: ProgressCallback | None = None,
+    ) -> ModelTurn:
+        self.requests.append(json.loads(json.dumps(body)))
+        if self.check_requests:
+            try:
+                self._adapter.check_request(body, meta.previous)
+            except ProtocolViolation as exc:
+                raise ScriptedRequestError(f"request {meta.index} breaks {self.api} rules: {exc}") from exc
+        k = meta.index
+        if k >= len(self.responses):
+            raise ScriptExhausted(
+                f"ScriptedModel has {len(self.responses)} responses; operation {meta.operation_id} asked for "
+                f"response {k} (0-based). Add more responses to the script."
+            )
+        model = self.model or body.get("model")
+        return self._play(self.responses[k], on_progress, model if isinstance(model, str) else None)
+
+    def _play(self, item: Any, on_progress: ProgressCallback | None, model: str | None) -> ModelTurn:
+        if isinstance(item, RawFailure):
+            return self._adapter.map_error(item, model=model)
+        if isinstance(item, Stream | list):
+            return self._play_stream(item, on_progress, model)
+        if isinstance(item, dict | str | bytes):
+            return self._adapter.parse_response(item, model=model)
+        raise UsageError(f"ScriptedModel cannot play a {type(item).__name__}")
+
+    def _play_stream(
+        self, item: Stream | list[Any], on_progress: ProgressCallback | None, model: str | None
+    ) -> ModelTurn:
+        asm = self._adapter.stream_assembler(self.caps, model=model)
+        digest = hashlib.sha256()
+        cut = False
+
+        def feed(payload: dict[str, Any] | str) -> None:
+            for ev in asm.feed(payload):
+                if on_progress is not None:
+                    on_progress(ev)
+
+        if isinstance(item, Stream):
+            raw = item.text.encode("utf-8") if isinstance(item.text, str) else item.text
+            reader = SSEReader()
+            for i in range(0, len(raw), item.chunk_size):
+                chunk = raw[i : i + item.chunk_size]
+                digest.update(chunk)
+                for ev in reader.feed(chunk):
+                    feed(decode_event(ev))
+                if asm.aborted:
+                    break
+            else:
+                for ev in reader.close():
+                    feed(decode_event(ev))
+        else:
+            for n, payload in enumerate(item):
+                if isinstance(payload, StreamCut):
+                    cut = True
+                    break
+                text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+                digest.update(f"data: {text}\n\n".encode())
+                feed(payload)
+                if n == len(item) // 2:
+                    crash_point("mid_stream")
+                if asm.aborted:
+                    break
+        turn = asm.finish(digest.hexdigest())
+        del cut  # a cut stream simply ends early; the assembler decides it was not complete
+        return turn
