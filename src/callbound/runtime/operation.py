@@ -91,6 +91,7 @@ class Operation:
     instructions: str | None
     offered: list[str]
     input: str | None
+    app: dict[str, Any] | None = None  # {"ref": "module:factory", "args": {...}} to rebuild the runner elsewhere (D21)
     machine: Machine = field(default_factory=Machine)
     spent: Spent = field(default_factory=Spent)
     usage: Usage = field(default_factory=Usage)
@@ -150,6 +151,7 @@ class Operation:
             "text": self.text,
             "refusal": self.refusal,
             "input": self.input,
+            "app": self.app,
             "budgets": self.budgets.to_dict(),
             "settings": self.settings,
             "instructions": self.instructions,
@@ -201,6 +203,7 @@ class Operation:
             instructions=h["instructions"],
             offered=list(h["offered"]),
             input=h.get("input"),
+            app=h.get("app"),
         )
         op.spent = Spent.from_dict(h["spent"])
         op.usage = Usage.from_dict(h["usage"])

@@ -144,6 +144,7 @@ class Runner:
         on_transition: Callable[[str, Transition], None] | None = None,
         audit_key: bytes | None = None,
         executor: ToolExecutor | None = None,
+        app: dict[str, Any] | None = None,
     ) -> None:
         self.model = model
         self.adapter = model.adapter
@@ -170,6 +171,7 @@ class Runner:
         env_key = os.environ.get("CALLBOUND_AUDIT_KEY")
         self.audit_key = audit_key if audit_key is not None else (env_key.encode() if env_key else None)
         self.executor = executor or ToolExecutor()
+        self.app = app  # recorded with each operation so `callbound resume` can rebuild this runner
         self._segments: dict[str, float] = {}  # operation id -> monotonic start of the active segment
         # Rendered once: raises UnsupportedSchema now rather than on the first live call (D9).
         self.tools = self.adapter.render_tools(registry.declarations())
@@ -239,6 +241,24 @@ class Runner:
             if not allowed:
                 raise ApproverNotAllowed(f"{approver!r} may not decide approval {approval.approval_id}")
 
+    def cancel(self, operation_id: str, reason: str = "cancelled by a user") -> Outcome:
+        """End an operation STOPPED(CANCELLED). Refused while a write handler is running, because its
+        effect would be left unknown."""
+        op = self._load(operation_id)
+        if op.state in TERMINAL:
+            raise UsageError(f"operation {operation_id} is already {op.state.value}")
+        if op.current is not None:
+            for rec in op.current.records:
+                spec = self.registry.get(rec.tool)
+                if rec.status == "running" and (spec is None or spec.is_write):
+                    raise UsageError(
+                        f"operation {operation_id} is running write call {rec.call_id} ({rec.tool}); "
+                        "cancel it after the call finishes"
+                    )
+        self._stop(op, "CANCELLED", reason)
+        self.store.commit(op.take_commit())
+        return self._outcome(op)
+
     def outcome(self, operation_id: str) -> Outcome:
         return self._outcome(self._load(operation_id))
 
@@ -261,6 +281,7 @@ class Runner:
             instructions=self.instructions,
             offered=self.registry.names(),
             input=input,
+            app=self.app,
         )
         op.machine.start(now)
         op.pending_journal.append(JournalRow("transition", op.machine.history[0].to_dict()))
@@ -587,11 +608,10 @@ class Runner:
         assert op.current is not None
         statuses = [r.status for r in op.current.records]
         if PLANNED in statuses:
+            planned = [r for r in op.current.records if r.status == PLANNED]
             self._move(
-                op,
-                State.EXECUTING,
-                "execute",
-                call_ids=[r.call_id for r in op.current.records if r.status == PLANNED],
+                op, State.EXECUTING, "execute", call_ids=[r.call_id for r in planned],
+                idempotency_keys=[r.idempotency_key for r in planned if r.idempotency_key],
             )
         elif WAITING in statuses:
             self._enter_waiting(op)

@@ -1,0 +1,1 @@
+"""The ``callbound`` command line (typer + rich). Imported only by the console script."""

@@ -1,0 +1,429 @@
+"""``callbound`` commands. Exit codes (D28): 0 success (COMPLETED or WAITING_APPROVAL for run/resume;
+the documented end state for demo), 1 audit tampering, 2 usage error or unreadable input, 3 any
+other terminal state."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from ..core.errors import CallboundError, StoreError, UsageError
+from ..runtime.runner import Outcome
+from .render import print_outcome, print_timeline_row, progress_printer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run LLM tool-calling loops safely.")
+demo_app = typer.Typer(no_args_is_help=True, help="Demonstrations driven by a scripted model.")
+ops_app = typer.Typer(no_args_is_help=True, help="Inspect and cancel stored operations.")
+approvals_app = typer.Typer(no_args_is_help=True, help="List and decide pending approvals.")
+audit_app = typer.Typer(no_args_is_help=True, help="Verify the audit chain and result bindings.")
+app.add_typer(demo_app, name="demo")
+app.add_typer(ops_app, name="ops")
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(audit_app, name="audit")
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+StoreOpt = Annotated[
+    str,
+    typer.Option("--store", help="sqlite:///path.db (default ./callbound.db), postgresql://..., or memory:"),
+]
+DEFAULT_STORE = "sqlite:///callbound.db"
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _open(url: str) -> Any:
+    from ..stores import open_store
+
+    try:
+        return open_store(url)
+    except (UsageError, StoreError) as exc:
+        raise _fail(str(exc)) from exc
+
+
+def _exit_code(outcome: Outcome) -> int:
+    return 0 if outcome.state in ("COMPLETED", "WAITING_APPROVAL") else 3
+
+
+def _runner_for(store: Any, operation_id: str, app_ref: str | None) -> Any:
+    from ..runtime.app import load_app
+
+    stored = store.load_operation(operation_id)
+    if stored is None:
+        raise _fail(f"no operation {operation_id!r} in this store")
+    saved = stored.head.get("app") or {}
+    ref = app_ref or saved.get("ref")
+    if not ref:
+        raise _fail(f"operation {operation_id} has no saved application; pass --app module:factory")
+    args = saved.get("args") if not app_ref or app_ref == saved.get("ref") else None
+    app_obj = load_app(ref, args)
+    return app_obj.runner(store, ref={"ref": ref, "args": args or {}})
+
+
+def _payments_path(store_url: str) -> str:
+    if store_url.startswith("sqlite:"):
+        rest = store_url[len("sqlite:") :]
+        path = rest[3:] if rest.startswith("///") else rest[2:] if rest.startswith("//") else rest
+        p = Path(path or "callbound.db")
+        return str(p.with_name(p.stem + "-payments.db"))
+    import tempfile
+
+    return os.path.join(tempfile.mkdtemp(prefix="callbound-demo-"), "payments.db")
+
+
+@demo_app.command("refund")
+def demo_refund(
+    scenario: Annotated[
+        str,
+        typer.Option(
+            help="happy | max-tokens | unknown-tool | approval-expired | submit-timeout | repeated-call"
+        ),
+    ] = "happy",
+    approve: Annotated[bool, typer.Option("--approve", help="Approve without asking.")] = False,
+    deny: Annotated[bool, typer.Option("--deny", help="Deny without asking.")] = False,
+    approver: Annotated[str, typer.Option(help="Name recorded as the approver.")] = "demo-approver",
+    stream: Annotated[
+        bool, typer.Option("--stream", help="Stream model responses and show progress.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome and history as JSON.")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Refund a broken kettle: look up, draft, submit (needs approval), explain."""
+    from ..core.approvals import Decision
+    from ..demo.refund import SCENARIOS, make_app
+
+    if scenario not in SCENARIOS:
+        raise _fail(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
+    if approve and deny:
+        raise _fail("--approve and --deny exclude each other")
+    st = _open(store)
+    args = {"scenario": scenario, "payments": _payments_path(store), "stream": stream}
+    demo = make_app(**args)
+    runner = demo.runner(st, ref={"ref": "callbound.demo.refund:make_app", "args": args})
+    quiet = as_json
+    if not quiet:
+        out.print(f"[bold]callbound demo refund[/bold] scenario={scenario} store={store}")
+        runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
+        if stream:
+            runner.on_progress = progress_printer(out)
+    try:
+        outcome = runner.run_sync(
+            input="My kettle from order A1 arrived broken. Please refund it.",
+            tenant="acme",
+            subject="customer-1",
+        )
+        while outcome.state == "WAITING_APPROVAL":
+            pending = outcome.pending_approvals
+            now = runner.clock.now()
+            if pending and all(a.expires_at <= now for a in pending):
+                if not quiet:
+                    out.print("[yellow]the approval expired before anyone decided; resuming[/yellow]")
+                outcome = runner.resume_sync(outcome.operation_id, [])
+                continue
+            decisions = []
+            for a in pending:
+                verdict = "approve" if approve else "deny" if deny else None
+                if verdict is None and sys.stdin.isatty():
+                    out.print(
+                        f"approval [bold]{a.approval_id}[/bold]: {a.tool}({json.dumps(a.arguments)}) "
+                        f"digest {a.argument_digest[:12]}… expires {a.expires_at.isoformat()}"
+                    )
+                    verdict = "approve" if typer.confirm("Approve this call?", default=False) else "deny"
+                if verdict is None:
+                    _print_waiting(outcome, store, as_json)
+                    raise typer.Exit(0)
+                decisions.append(
+                    Decision.approve(a.approval_id, approver)
+                    if verdict == "approve"
+                    else Decision.deny(a.approval_id, approver, "denied in the demo")
+                )
+            outcome = runner.resume_sync(outcome.operation_id, decisions)
+    except (UsageError, StoreError) as exc:
+        raise _fail(str(exc)) from exc
+    expected_state, expected_reason = SCENARIOS[scenario]
+    refunds = demo.registry  # keep a reference alive for the payments summary below
+    del refunds
+    from ..demo.payments import FakePayments
+
+    count = FakePayments(args["payments"]).count("ik_refund:dr_A1")
+    if as_json:
+        data = outcome.to_dict()
+        data["refunds_for_intent"] = count
+        out.print_json(json.dumps(data, default=str))
+    else:
+        print_outcome(out, outcome)
+        out.print(f"refunds recorded downstream for this intent: {count}")
+    ok = outcome.state == expected_state and (expected_reason is None or outcome.reason == expected_reason)
+    if not ok and not as_json:
+        err.print(
+            f"expected {expected_state} {expected_reason or ''}, got {outcome.state} {outcome.reason or ''}"
+        )
+    raise typer.Exit(0 if ok else 3)
+
+
+def _print_waiting(outcome: Outcome, store: str, as_json: bool) -> None:
+    if as_json:
+        out.print_json(json.dumps(outcome.to_dict(), default=str))
+        return
+    print_outcome(out, outcome)
+    store_arg = "" if store == DEFAULT_STORE else f" --store {store}"
+    out.print("\nSaved and waiting for approval. From any shell:")
+    for a in outcome.pending_approvals:
+        out.print(f"  callbound approvals approve {a.approval_id} --approver alice{store_arg}")
+    out.print(f"  callbound resume {outcome.operation_id}{store_arg}")
+
+
+@app.command("resume")
+def resume_cmd(
+    operation_id: str,
+    app_ref: Annotated[
+        str | None, typer.Option("--app", help="module:factory (default: the one saved)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Resume a stored operation (after approvals were decided, or after a crash)."""
+    st = _open(store)
+    try:
+        runner = _runner_for(st, operation_id, app_ref)
+        if not as_json:
+            runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
+        outcome = runner.resume_sync(operation_id)
+    except (UsageError, StoreError) as exc:
+        raise _fail(str(exc)) from exc
+    if as_json:
+        out.print_json(json.dumps(outcome.to_dict(), default=str))
+    else:
+        print_outcome(out, outcome)
+    raise typer.Exit(_exit_code(outcome))
+
+
+@approvals_app.command("list")
+def approvals_list(
+    tenant: Annotated[str | None, typer.Option()] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Include decided approvals.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Pending approvals, oldest first."""
+    st = _open(store)
+    rows = st.list_approvals(tenant=tenant, status=None if all_ else "pending")
+    if as_json:
+        out.print_json(json.dumps([a.to_dict() for a in rows]))
+        return
+    from rich.table import Table
+
+    table = Table("approval id", "operation", "tool", "arguments", "status", "expires")
+    for a in rows:
+        table.add_row(
+            a.approval_id,
+            a.operation_id,
+            a.tool,
+            json.dumps(a.arguments)[:60],
+            a.status,
+            a.expires_at.isoformat(),
+        )
+    out.print(table)
+
+
+def _decide(
+    approval_id: str, approver: str, verdict: str, reason: str | None, tenant: str | None, store: str
+) -> None:
+    from ..core.approvals import Decision
+
+    st = _open(store)
+    approval = st.get_approval(approval_id)
+    if approval is None:
+        raise _fail(f"no approval {approval_id!r} in this store")
+    try:
+        runner = _runner_for(st, approval.operation_id, None)
+        decision = (
+            Decision.approve(approval_id, approver, reason)
+            if verdict == "approve"
+            else Decision.deny(approval_id, approver, reason)
+        )
+        decided = runner.decide(decision, tenant=tenant or approval.tenant)
+    except CallboundError as exc:
+        raise _fail(str(exc)) from exc
+    out.print(f"approval {approval_id}: {decided.status} by {decided.approver} at {decided.decided_at}")
+    out.print(
+        f"resume with: callbound resume {approval.operation_id}"
+        + ("" if store == DEFAULT_STORE else f" --store {store}")
+    )
+
+
+@approvals_app.command("approve")
+def approvals_approve(
+    approval_id: str,
+    approver: Annotated[str, typer.Option(help="Who approves.")],
+    tenant: Annotated[str | None, typer.Option(help="Tenant the approver acts for.")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Approve a pending call (single use; repeating the same decision is a no-op)."""
+    _decide(approval_id, approver, "approve", None, tenant, store)
+
+
+@approvals_app.command("deny")
+def approvals_deny(
+    approval_id: str,
+    approver: Annotated[str, typer.Option(help="Who denies.")],
+    reason: Annotated[str, typer.Option(help="Why; the model is told.")] = "denied",
+    tenant: Annotated[str | None, typer.Option()] = None,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Deny a pending call; the model receives DENIED."""
+    _decide(approval_id, approver, "deny", reason, tenant, store)
+
+
+@ops_app.command("list")
+def ops_list(
+    tenant: Annotated[str | None, typer.Option()] = None,
+    state: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option()] = 50,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Operations, newest first."""
+    st = _open(store)
+    heads = st.list_operations(tenant=tenant, state=state, limit=limit)
+    if as_json:
+        out.print_json(
+            json.dumps(
+                [
+                    {
+                        k: h.get(k)
+                        for k in (
+                            "operation_id",
+                            "tenant",
+                            "subject",
+                            "state",
+                            "reason",
+                            "created_at",
+                            "updated_at",
+                        )
+                    }
+                    for h in heads
+                ]
+            )
+        )
+        return
+    from rich.table import Table
+
+    table = Table("operation", "tenant", "state", "reason", "created", "updated")
+    for h in heads:
+        table.add_row(
+            h["operation_id"],
+            h["tenant"],
+            h["state"],
+            h.get("reason") or "",
+            h["created_at"],
+            h.get("updated_at") or "",
+        )
+    out.print(table)
+
+
+@ops_app.command("show")
+def ops_show(
+    operation_id: str,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """The timeline of one operation with all its ids."""
+    st = _open(store)
+    stored = st.load_operation(operation_id)
+    if stored is None:
+        raise _fail(f"no operation {operation_id!r} in this store")
+    transitions = [r.data for r in stored.journal if r.kind == "transition"]
+    if as_json:
+        out.print_json(json.dumps({"head": stored.head, "timeline": transitions}, default=str))
+        return
+    h = stored.head
+    out.print(
+        f"[bold]{operation_id}[/bold] tenant={h['tenant']} subject={h['subject']} api={h['api']} "
+        f"state={h['state']} reason={h.get('reason')}"
+    )
+    from datetime import datetime
+
+    from ..core.types import Transition
+
+    for t in transitions:
+        print_timeline_row(
+            out,
+            operation_id,
+            Transition(t["state"], datetime.fromisoformat(t["at"]), t["cause"], t.get("details", {})),
+        )
+    if h.get("escalation"):
+        out.print(f"[red]escalation:[/red] {json.dumps(h['escalation'])}")
+
+
+@ops_app.command("cancel")
+def ops_cancel(operation_id: str, store: StoreOpt = DEFAULT_STORE) -> None:
+    """End an operation STOPPED(CANCELLED); refused while a write handler runs."""
+    st = _open(store)
+    try:
+        runner = _runner_for(st, operation_id, None)
+        outcome = runner.cancel(operation_id)
+    except CallboundError as exc:
+        raise _fail(str(exc)) from exc
+    print_outcome(out, outcome)
+
+
+@audit_app.command("verify")
+def audit_verify(
+    operation_id: Annotated[str | None, typer.Argument()] = None, store: StoreOpt = DEFAULT_STORE
+) -> None:
+    """Recompute every hash chain and binding; exit 1 naming the first bad row."""
+    from ..runtime.verify import verify_store
+
+    st = _open(store)
+    key = os.environ.get("CALLBOUND_AUDIT_KEY")
+    problems = verify_store(st, operation_id, key.encode() if key else None)
+    if problems:
+        p = problems[0]
+        err.print(f"[red]TAMPERED[/red] operation {p.operation_id}, {p.where}: {p.why}", highlight=False)
+        for q in problems[1:]:
+            err.print(f"  also: operation {q.operation_id}, {q.where}: {q.why}", highlight=False)
+        raise typer.Exit(1)
+    n = 1 if operation_id else len(st.list_operations(limit=1_000_000))
+    out.print(f"audit verified: {n} operation(s), chains and bindings intact")
+
+
+@app.command("parse")
+def parse_cmd(
+    api: Annotated[
+        str,
+        typer.Option(
+            "--api",
+            help="openai-responses | openai-chat | anthropic-messages | gemini-generate | gemini-interactions",
+        ),
+    ],
+    file: Annotated[
+        str, typer.Argument(help="A response body, SSE stream or JSON-lines file; - for stdin")
+    ] = "-",
+) -> None:
+    """Print the normalised turn of a recorded response as one JSON object."""
+    from .parse import parse_input
+
+    try:
+        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    except OSError as exc:
+        raise _fail(f"cannot read {file}: {exc.strerror}") from exc
+    try:
+        result = parse_input(api, data)
+    except CallboundError as exc:
+        raise _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+    sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+
+
+def main() -> None:
+    app()

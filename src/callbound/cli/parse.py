@@ -1,0 +1,62 @@
+"""``callbound parse``: read a plain body, raw SSE or JSON-lines and print the normalised turn."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from ..adapters import get as get_adapter
+from ..adapters.sse import SSEReader, decode_event, looks_like_stream
+from ..core.errors import ProtocolViolation, UsageError
+from ..core.types import ModelTurn
+
+
+def turn_json(turn: ModelTurn) -> dict[str, Any]:
+    return {
+        "api": turn.api,
+        "response_id": turn.response_id,
+        "finish": turn.finish.value,
+        "raw_stop_reason": turn.raw_stop_reason,
+        "reason": turn.reason,
+        "text": turn.text,
+        "refusal": turn.refusal,
+        "calls": [
+            {
+                "call_id": c.call_id,
+                "name": c.name,
+                # D28: arguments are null whenever arguments_error is set
+                "arguments": None if c.arguments_error is not None else c.arguments,
+                "arguments_error": c.arguments_error,
+            }
+            for c in turn.calls
+        ],
+        "usage": {"input_tokens": turn.usage.input_tokens, "output_tokens": turn.usage.output_tokens},
+    }
+
+
+def parse_input(api: str, data: bytes) -> dict[str, Any]:
+    adapter = get_adapter(api)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"input is not UTF-8 text (byte {exc.start})") from exc
+    if not text.strip():
+        raise UsageError("input is empty")
+    kind = looks_like_stream(text)
+    if kind == "json":
+        try:
+            return turn_json(adapter.parse_response(data))
+        except ProtocolViolation as exc:
+            raise UsageError(f"cannot read the body: {exc}") from exc
+    asm = adapter.stream_assembler()
+    reader = SSEReader()
+    events = 0
+    try:
+        for ev in [*reader.feed(data), *reader.close()]:
+            asm.feed(decode_event(ev))
+            events += 1
+    except ProtocolViolation as exc:
+        raise UsageError(f"cannot read the stream: {exc}") from exc
+    if events == 0:
+        raise UsageError("no stream events found in the input")
+    return turn_json(asm.finish(hashlib.sha256(data).hexdigest()))

@@ -1,0 +1,84 @@
+"""Readable timeline rows and outcome summaries for the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+
+from ..core.types import ArgumentsProgress, CallReady, CallStarted, Progress, Transition
+from ..runtime.runner import Outcome
+
+COLOURS = {
+    "COMPLETED": "green",
+    "WAITING_APPROVAL": "yellow",
+    "STOPPED": "red",
+    "FAILED": "red",
+    "REFUSED": "red",
+    "INCOMPLETE": "red",
+    "RETRY": "yellow",
+}
+
+
+def print_timeline_row(console: Console, operation_id: str, t: Transition) -> None:
+    colour = COLOURS.get(t.state, "cyan")
+    ids = []
+    for key in ("response_id", "call_ids", "approval_ids", "idempotency_keys", "reason", "raw_stop_reason"):
+        value = t.details.get(key)
+        if value:
+            ids.append(f"{key}={','.join(value) if isinstance(value, list) else value}")
+    console.print(
+        f"{t.at.strftime('%H:%M:%S.%f')[:-3]} [dim]{operation_id}[/dim] [{colour}]{t.state:<16}[/{colour}] "
+        f"{t.cause:<18} {' '.join(ids)}",
+        highlight=False,
+    )
+
+
+def print_outcome(console: Console, o: Outcome) -> None:
+    colour = COLOURS.get(o.state, "cyan")
+    console.print(
+        f"\n[bold {colour}]{o.state}[/bold {colour}]"
+        + (f" ({o.reason})" if o.reason else "")
+        + f"  operation {o.operation_id}",
+        highlight=False,
+    )
+    if o.text:
+        console.print(f"model: {o.text}", highlight=False)
+    if o.refusal:
+        console.print(f"refusal: {o.refusal}", highlight=False)
+    for a in o.pending_approvals:
+        console.print(
+            f"pending approval {a.approval_id}: {a.tool} digest={a.argument_digest[:16]}… "
+            f"policy={a.policy_revision} expires={a.expires_at.isoformat()}",
+            highlight=False,
+        )
+    if o.escalation:
+        console.print(
+            f"escalation: {o.escalation.get('reason')}: {o.escalation.get('detail')}", highlight=False
+        )
+    u = o.usage
+    console.print(f"usage: input={u.input_tokens} output={u.output_tokens}", highlight=False)
+
+
+def progress_printer(console: Console) -> Callable[[str, Progress], None]:
+    names: dict[str, str] = {}
+
+    def show(operation_id: str, ev: Progress) -> None:
+        if isinstance(ev, CallStarted):
+            names[ev.call_id] = ev.name
+            console.print(f"  model is preparing call {ev.name} ({ev.call_id})", highlight=False)
+        elif isinstance(ev, ArgumentsProgress):
+            console.print(
+                f"  model is preparing call {names.get(ev.call_id, ev.call_id)} ({ev.bytes} bytes)",
+                highlight=False,
+            )
+        elif isinstance(ev, CallReady):
+            console.print(
+                f"  call {names.get(ev.call_id, ev.call_id)} is fully received (not run yet)", highlight=False
+            )
+
+    return show
+
+
+_: Any = None

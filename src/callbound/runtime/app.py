@@ -1,0 +1,64 @@
+"""Applications as factories (D21): ``module:factory`` returns an ``App``, which builds a Runner on
+any store. The reference is saved with each operation, so ``callbound resume`` and workers in other
+processes rebuild the same registry, policy and model."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.errors import UsageError
+from ..core.guards import Budgets
+from ..core.model import ModelClient
+from ..core.registry import Registry
+from ..stores.base import Store
+from .clock import Clock
+from .runner import Policy, Runner
+
+
+@dataclass
+class App:
+    registry: Registry
+    model: ModelClient
+    policy: Policy | None = None
+    budgets: Budgets | None = None
+    settings: dict[str, Any] | None = None
+    instructions: str | None = None
+    messages: Sequence[dict[str, Any]] = ()
+    clock: Clock | None = None
+    runner_options: dict[str, Any] = field(default_factory=dict)
+
+    def runner(self, store: Store, ref: dict[str, Any] | None = None) -> Runner:
+        return Runner(
+            model=self.model,
+            registry=self.registry,
+            budgets=self.budgets,
+            store=store,
+            clock=self.clock,
+            policy=self.policy,
+            instructions=self.instructions,
+            settings=self.settings,
+            messages=self.messages,
+            app=ref,
+            **self.runner_options,
+        )
+
+
+def load_app(ref: str, args: dict[str, Any] | None = None) -> App:
+    """Import ``module:factory`` and call it with ``args`` as keyword arguments."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"--app must look like module:factory, got {ref!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"cannot import {module_name!r} for --app: {exc}") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise UsageError(f"{ref!r} does not name a callable factory")
+    app = factory(**(args or {}))
+    if not isinstance(app, App):
+        raise UsageError(f"{ref!r} returned {type(app).__name__}, expected callbound.runtime.app.App")
+    return app

@@ -1,0 +1,115 @@
+"""``callbound audit verify``: recompute each operation's hash chain and every stored binding.
+
+Sources are kept apart as D10 requires: the call (name, arguments) from the stored model turn, the
+operation row (id, tenant, subject), the ledger (idempotency key) and the result bytes are hashed
+afresh; the audit chain's own record of each binding must match both the envelope and the
+recomputation. Changing any stored audit row or result makes verification name that row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.audit import verify_chain
+from ..core.binding import TrustedCall, compute_binding, request_sha256
+from ..core.canonical import canonical_json, canonical_sha256
+from ..core.snapshot import turn_from_dict
+from ..stores.base import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    operation_id: str
+    where: str  # "audit seq 7", "result call_1 (response resp_1)"
+    why: str
+
+
+def _args_json(arguments: Any) -> str | None:
+    if arguments is None:
+        return None
+    try:
+        return canonical_json(arguments)
+    except Exception:
+        return None
+
+
+def verify_operation(store: Store, operation_id: str, key: bytes | None = None) -> list[Problem]:
+    problems: list[Problem] = []
+    events = store.audit_events(operation_id)
+    brk = verify_chain(events, key)
+    if brk is not None:
+        problems.append(Problem(operation_id, f"audit seq {brk.seq}", brk.why))
+    stored = store.load_operation(operation_id)
+    if stored is None:
+        problems.append(Problem(operation_id, "operation", "missing from the store"))
+        return problems
+    head = stored.head
+    recorded = {
+        (ev.data.get("response_id"), ev.data.get("call_id")): ev.data for ev in events if ev.kind == "result"
+    }
+    calls: dict[tuple[str, str], Any] = {}
+    turns: dict[str, Any] = {}
+    for row in stored.journal:
+        if row.kind == "turn":
+            turn = turn_from_dict(row.data["turn"])
+            turns[turn.response_id] = turn
+            for c in turn.calls:
+                calls.setdefault((c.response_id, c.call_id), c)
+        elif row.kind == "results":
+            for env in row.data.get("envelopes", []):
+                if env is None:
+                    continue
+                rid, cid = env["response_id"], env["call_id"]
+                where = f"result {cid} (response {rid})"
+                call = calls.get((rid, cid))
+                turn = turns.get(rid)
+                p = env["protected_audit"]
+                if call is None or turn is None:
+                    problems.append(Problem(operation_id, where, "no stored model turn proposed this call"))
+                    continue
+                ledger_key = p.get("idempotency_key")
+                if ledger_key is not None and store.ledger_get(head["tenant"], ledger_key) is None:
+                    problems.append(Problem(operation_id, where, "idempotency key is not in the ledger"))
+                trusted = TrustedCall(
+                    provider=turn.provenance.provider,
+                    api=turn.api,
+                    adapter_revision=turn.provenance.adapter_revision,
+                    response_id=rid,
+                    call_id=cid,
+                    tool=call.name,
+                    arguments_json=_args_json(call.arguments),
+                    operation_id=head["operation_id"],
+                    tenant=head["tenant"],
+                    subject=head["subject"],
+                    handler=p.get("handler", "-"),
+                    schema_version=p.get("schema_version", "-"),
+                    policy_revision=p.get("policy_revision", "-"),
+                    idempotency_key=ledger_key,
+                    effect=p.get("effect", "none"),
+                    producer=p.get("producer", "callbound"),
+                )
+                want = compute_binding(trusted, env["model_result"])
+                if canonical_sha256(env["model_result"]) != p.get("result_sha256"):
+                    problems.append(
+                        Problem(operation_id, where, "stored result does not match its result_sha256")
+                    )
+                elif request_sha256(trusted.arguments_json) != p.get("request_sha256"):
+                    problems.append(Problem(operation_id, where, "arguments differ from the proposed call"))
+                elif want != p.get("call_binding_sha256"):
+                    problems.append(
+                        Problem(operation_id, where, "binding does not match its trusted context")
+                    )
+                audit = recorded.get((rid, cid))
+                if audit is None or audit.get("call_binding_sha256") != want:
+                    problems.append(Problem(operation_id, where, "audit chain does not record this binding"))
+    return problems
+
+
+def verify_store(store: Store, operation_id: str | None = None, key: bytes | None = None) -> list[Problem]:
+    if operation_id is not None:
+        return verify_operation(store, operation_id, key)
+    problems: list[Problem] = []
+    for head in store.list_operations(limit=1_000_000):
+        problems.extend(verify_operation(store, head["operation_id"], key))
+    return problems
