@@ -1,0 +1,3 @@
+from callbound.cli.app import main
+
+main()

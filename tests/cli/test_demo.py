@@ -1,0 +1,95 @@
+"""The demo's six scenarios end in the states D28 gives, through the real console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from callbound.demo.payments import FakePayments
+from callbound.demo.refund import SCENARIOS
+
+CLI = [sys.executable, "-m", "callbound.cli"]
+
+
+def run_cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, input=stdin or "", env=env,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_scenario_reaches_documented_state(scenario: str, tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'demo.db'}"
+    r = run_cli("demo", "refund", "--scenario", scenario, "--approve", "--json", "--store", store, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    state, reason = SCENARIOS[scenario]
+    assert data["state"] == state
+    if reason:
+        assert data["reason"] == reason
+    expected_refunds = 1 if scenario in ("happy", "submit-timeout") else 0
+    assert data["refunds_for_intent"] == expected_refunds
+
+
+def test_non_interactive_demo_saves_waiting_then_approve_and_resume_from_other_processes(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'demo.db'}"
+    r = run_cli("demo", "refund", "--json", "--store", store, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    waiting = json.loads(r.stdout)
+    assert waiting["state"] == "WAITING_APPROVAL"
+    approval_id = waiting["pending_approvals"][0]["approval_id"]
+    op = waiting["operation_id"]
+
+    listed = run_cli("approvals", "list", "--json", "--store", store, cwd=tmp_path)
+    assert approval_id in listed.stdout
+
+    r = run_cli("approvals", "approve", approval_id, "--approver", "alice", "--store", store, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    # single use: the same decision again is a no-op reporting the original
+    r = run_cli("approvals", "approve", approval_id, "--approver", "alice", "--store", store, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    # a different decision is refused
+    r = run_cli("approvals", "deny", approval_id, "--approver", "bob", "--store", store, cwd=tmp_path)
+    assert r.returncode == 2
+
+    r = run_cli("resume", op, "--json", "--store", store, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["state"] == "COMPLETED"
+    assert FakePayments(str(tmp_path / "demo-payments.db")).count() == 1
+
+    r = run_cli("resume", op, "--store", store, cwd=tmp_path)
+    assert r.returncode == 2  # a finished operation cannot be resumed (D2)
+
+    r = run_cli("audit", "verify", "--store", store, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    shown = run_cli("ops", "show", op, "--store", store, cwd=tmp_path)
+    assert "WAITING_APPROVAL" in shown.stdout and approval_id in shown.stdout
+
+
+def test_self_approval_is_refused(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'demo.db'}"
+    waiting = json.loads(run_cli("demo", "refund", "--json", "--store", store, cwd=tmp_path).stdout)
+    approval_id = waiting["pending_approvals"][0]["approval_id"]
+    r = run_cli("approvals", "approve", approval_id, "--approver", "customer-1", "--store", store, cwd=tmp_path)
+    assert r.returncode == 2
+    assert "own call" in r.stderr
+
+
+def test_deny_tells_the_model_and_nothing_is_refunded(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'demo.db'}"
+    r = run_cli("demo", "refund", "--deny", "--json", "--store", store, cwd=tmp_path)
+    data = json.loads(r.stdout)
+    assert data["state"] == "COMPLETED"  # the scripted model still answers; the refund never ran
+    assert data["refunds_for_intent"] == 0
+
+
+def test_stream_demo_shows_progress(tmp_path: Path) -> None:
+    r = run_cli("demo", "refund", "--stream", "--approve", "--store", "memory:", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "model is preparing call get_order" in r.stdout
+    assert "bytes)" in r.stdout
