@@ -22,7 +22,7 @@ from ..core.idempotency import LedgerAction, LedgerEntry, LedgerStatus, decide
 from ..core.registry import CallContext, ToolSpec
 from ..core.snapshot import envelope_to_dict
 from ..core.types import ModelTurn, ToolCall, error_result, ok_result
-from .crash import crash_point
+from .crash import crash_point, ledger_disabled
 from .operation import DONE, PLANNED, RUNNING, UNKNOWN, CallRecord, Operation
 from .tools import HandlerOutcome, call_maybe_async, to_jsonable
 
@@ -45,9 +45,12 @@ def trusted_for(
         operation_id=op.operation_id,
         tenant=op.tenant,
         subject=op.subject,
-        handler=spec.handler_ref if spec is not None else "-",
-        schema_version=spec.schema_version if spec is not None else "-",
-        policy_revision=runner.policy.revision,
+        # A sealed record keeps the context it was bound under (see CallRecord.handler).
+        handler=rec.handler if rec.handler is not None else (spec.handler_ref if spec is not None else "-"),
+        schema_version=rec.schema_version
+        if rec.schema_version is not None
+        else (spec.schema_version if spec is not None else "-"),
+        policy_revision=rec.policy_revision if rec.policy_revision is not None else runner.policy.revision,
         idempotency_key=rec.idempotency_key,
         effect=rec.effect,
         producer=rec.producer,
@@ -67,10 +70,14 @@ def seal(
     audit_input = None
     if spec is not None and rec.arguments_json is not None and spec.redact is None:
         audit_input = rec.arguments_json
-    env = make_envelope(
-        trusted_for(runner, op, turn, rec, spec), model_result, output=output, audit_input=audit_input
-    )
+    trusted = trusted_for(runner, op, turn, rec, spec)
+    env = make_envelope(trusted, model_result, output=output, audit_input=audit_input)
     rec.envelope = envelope_to_dict(env)
+    rec.handler, rec.schema_version, rec.policy_revision = (
+        trusted.handler,
+        trusted.schema_version,
+        trusted.policy_revision,
+    )
     rec.status = DONE
 
 
@@ -245,7 +252,7 @@ async def _run_write(
 ) -> None:
     spec = runner.registry.get(rec.tool)
     assert spec is not None and rec.idempotency_key is not None
-    entry = runner.store.ledger_get(op.tenant, rec.idempotency_key)
+    entry = None if ledger_disabled() else runner.store.ledger_get(op.tenant, rec.idempotency_key)
     action = decide(entry)
     attempts = entry.attempts if entry else 0
     if action is LedgerAction.REPLAY:
@@ -260,6 +267,7 @@ async def _run_write(
         if rec.status != UNKNOWN and rec.effect == "not_applied":
             # definitely not applied: it may run now, as a fresh attempt
             rec.status, rec.envelope = PLANNED, None
+            rec.handler = rec.schema_version = rec.policy_revision = None  # re-bound when it runs
         else:
             return
     if _repeat_refused(runner, op, turn, rec, spec):
@@ -268,11 +276,11 @@ async def _run_write(
     _ledger(op, rec, spec, LedgerStatus.STARTED, None, attempts)
     rec.status = RUNNING
     await flush()  # C1 / STARTED is durable before the effect (D18)
-    crash_point("after_ledger_started")
+    crash_point("after_ledger_started", spec.name)
     outcome: HandlerOutcome = await runner.executor.run(
         spec.handler, _args(spec, rec), _ctx(runner, op, rec, spec), _timeout_s(op, spec)
     )
-    crash_point("after_effect_before_result_commit")
+    crash_point("after_effect_before_result_commit", spec.name)
     rec.producer = "handler"
     if outcome.kind == "ok":
         model_result, output = _result_for(spec, runner, outcome.value)

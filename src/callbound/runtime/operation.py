@@ -44,6 +44,13 @@ class CallRecord:
     producer: str = "callbound"
     no_progress: bool = False  # refused as a repeat (D13)
     identical_key: str | None = None  # counted as a successful run of this (tool, args)
+    # Fix: the handler, schema version and policy revision a result was sealed under. Results saved
+    # before WAITING_APPROVAL were re-verified against the resuming runner's registry and policy, so a
+    # new policy revision or tool version (which must make the *waiting* call APPROVAL_STALE) turned the
+    # turn's already-run calls into FAILED(INTEGRITY). None for records saved before this field existed.
+    handler: str | None = None
+    schema_version: str | None = None
+    policy_revision: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +66,9 @@ class CallRecord:
             "producer": self.producer,
             "no_progress": self.no_progress,
             "identical_key": self.identical_key,
+            "handler": self.handler,
+            "schema_version": self.schema_version,
+            "policy_revision": self.policy_revision,
         }
 
     @staticmethod
@@ -237,5 +247,12 @@ class Operation:
                 for key in row.data.get("identical", []):
                     op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
                 op.spent.seen_results.update(row.data.get("result_hashes", []))
+        # Fix: runs of the turn under work (a mixed turn's reads, saved before WAITING_APPROVAL) are
+        # not in a "results" row yet, so a new process forgot them and let the model repeat an
+        # identical call beyond max_identical_calls (D13). Count them from the saved call records.
+        if op.current is not None:
+            for rec in op.current.records:
+                if rec.identical_key:
+                    op.spent.identical[rec.identical_key] = op.spent.identical.get(rec.identical_key, 0) + 1
         op.machine = Machine(State(h["state"]), history)
         return op

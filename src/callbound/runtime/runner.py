@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -373,6 +374,7 @@ class Runner:
                     await self._execute(op)
                 elif s is State.WAITING_APPROVAL:
                     if not await self._approvals_ready(op):
+                        crash_point("waiting_approval")  # the pause is committed; nothing runs now
                         break
                 elif s is State.RESULTS_READY:
                     await self._send_results(op)
@@ -382,6 +384,15 @@ class Runner:
         return self._outcome(op)
 
     # ---- steps -----------------------------------------------------------------------------------
+
+    def _offered_tools(self, op: Operation) -> list[dict[str, Any]]:
+        # Fix: requests always declared every tool of this runner's registry, so an operation resumed
+        # by a runner with a larger registry offered the model tools it was never given (and whose
+        # calls dispatch then rejects as UNKNOWN_TOOL). Declare only the operation's offered tools.
+        if set(op.offered) == set(self.registry.names()):
+            return self.tools
+        offered = set(op.offered)
+        return self.adapter.render_tools([d for d in self.registry.declarations() if d.name in offered])
 
     def _price(self) -> Price | None:
         model = self.settings.get("model")
@@ -397,7 +408,7 @@ class Runner:
         use_prev = continuation == "previous_response_id" and op.last_turn is not None
         body = self.adapter.build_request(
             items=op.transcript,
-            tools=self.tools,
+            tools=self._offered_tools(op),
             settings=op.settings,
             instructions=op.instructions,
             stream=bool(op.settings.get("stream")),
@@ -653,7 +664,6 @@ class Runner:
         if any(r.status == WAITING for r in records):
             self._enter_waiting(op)
             await self._flush(op)
-            crash_point("waiting_approval")
             return
         self._move(op, State.RESULTS_READY, "results_ready")
 
@@ -754,9 +764,17 @@ class Runner:
         first_call: dict[tuple[str, str], ToolCall] = {}
         for c in turn.calls:
             first_call.setdefault((c.response_id, c.call_id), c)
+        # Fix: a DUPLICATE_CALL_ID or UNKNOWN_TOOL rejection is sealed without a spec (handler "-"), but
+        # the binding was recomputed with the registry's spec whenever the name was registered, so a
+        # repeated call id of a real tool (or a registered tool that was not offered) ended
+        # FAILED(INTEGRITY). Resolve the spec the way dispatch did, from the correlation table and the
+        # offered list, never from the envelope.
+        per_key = Counter((c.response_id, c.call_id) for c in turn.calls)
+        offered = frozenset(op.offered)
         trusted = {}
         for rec in records:
-            spec = self.registry.get(rec.tool)
+            rejected_unbound = per_key[(rec.response_id, rec.call_id)] > 1 or rec.tool not in offered
+            spec = None if rejected_unbound else self.registry.get(rec.tool)
             call = first_call.get((rec.response_id, rec.call_id))
             # D10: name and arguments come from the correlation table (the call as proposed), the key,
             # effect and producer from the call record, the rest from the operation row and registry.
@@ -772,6 +790,9 @@ class Runner:
                     rec.idempotency_key,
                     effect=rec.effect,
                     producer=rec.producer,
+                    handler=rec.handler,
+                    schema_version=rec.schema_version,
+                    policy_revision=rec.policy_revision,
                 )
             )
             trusted[(rec.response_id, rec.call_id)] = trusted_for(self, op, turn, source, spec)
