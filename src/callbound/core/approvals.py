@@ -79,6 +79,12 @@ class PendingApproval:
         )
 
 
+def _named(approver: object) -> bool:
+    # Fix: a blank approver ("  ") or a non-string passed the old ``if not approver`` check, leaving a
+    # decision with nobody accountable for it in the audit trail.
+    return isinstance(approver, str) and bool(approver.strip())
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """A human's verdict on one approval. Build with ``Decision.approve`` or ``Decision.deny``."""
@@ -90,13 +96,13 @@ class Decision:
 
     @staticmethod
     def approve(approval_id: str, approver: str, reason: str | None = None) -> Decision:
-        if not approver:
+        if not _named(approver):
             raise UsageError("Decision.approve needs an approver name")
         return Decision(approval_id, "approve", approver, reason)
 
     @staticmethod
     def deny(approval_id: str, approver: str, reason: str | None = None) -> Decision:
-        if not approver:
+        if not _named(approver):
             raise UsageError("Decision.deny needs an approver name")
         return Decision(approval_id, "deny", approver, reason)
 
@@ -105,7 +111,9 @@ class Decision:
         return "approved" if self.verdict == "approve" else "denied"
 
 
-def record_decision(pending: PendingApproval, decision: Decision, now: datetime) -> tuple[PendingApproval, bool]:
+def record_decision(
+    pending: PendingApproval, decision: Decision, now: datetime
+) -> tuple[PendingApproval, bool]:
     """Apply a decision. Returns (approval, changed). Single use (D17): the same verdict from the same
     approver returns the original decision unchanged; anything else on a decided approval raises."""
     if decision.approval_id != pending.approval_id:

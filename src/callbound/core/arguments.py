@@ -58,6 +58,11 @@ def _reject_constant(name: str) -> Any:
 
 
 def _checked_int(text: str) -> int:
+    # Fix: a literal with more than ~4300 digits made int() raise a plain ValueError (Python's
+    # int_max_str_digits guard), which escaped parse_arguments. Anything over 16 digits is outside
+    # ±(2^53-1) anyway, so reject it before converting.
+    if len(text.lstrip("-")) > 16:
+        raise ArgumentsError(f"integer {text[:20]}... is outside ±(2^53-1)")
     value = int(text)
     if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
         raise ArgumentsError(f"integer {text} is outside ±(2^53-1)")
@@ -86,6 +91,10 @@ def _check_value(value: Any, path: str) -> None:
         return
     if isinstance(value, dict):
         for key, item in value.items():
+            # Fix: object-style arguments with a non-string key ({1: ...}) were accepted; JSON keys are
+            # always strings.
+            if not isinstance(key, str):
+                raise ArgumentsError(f"object key {key!r} at {path or '$'} is not a string")
             _check_value(item, f"{path}.{key}" if path else key)
         return
     if isinstance(value, list):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .canonical import canonical_bytes, canonical_sha256
+from .errors import CanonicalizationError
 
 GENESIS = "0" * 64
 
@@ -43,14 +44,23 @@ class AuditEvent:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> AuditEvent:
-        return AuditEvent(d["operation_id"], int(d["seq"]), d["kind"], d["at"], d["data"], d["prev_hash"], d["hash"])
+        return AuditEvent(
+            d["operation_id"], int(d["seq"]), d["kind"], d["at"], d["data"], d["prev_hash"], d["hash"]
+        )
 
 
 def link_hash(
     prev_hash: str, operation_id: str, seq: int, kind: str, at: str, data: dict[str, Any], key: bytes | None
 ) -> str:
     body = canonical_bytes(
-        {"prev": prev_hash, "op": operation_id, "seq": seq, "kind": kind, "at": at, "data_sha256": canonical_sha256(data)}
+        {
+            "prev": prev_hash,
+            "op": operation_id,
+            "seq": seq,
+            "kind": kind,
+            "at": at,
+            "data_sha256": canonical_sha256(data),
+        }
     )
     if key:
         return hmac.new(key, body, hashlib.sha256).hexdigest()
@@ -58,11 +68,24 @@ def link_hash(
 
 
 def next_event(
-    prev: AuditEvent | None, operation_id: str, kind: str, at: str, data: dict[str, Any], key: bytes | None = None
+    prev: AuditEvent | None,
+    operation_id: str,
+    kind: str,
+    at: str,
+    data: dict[str, Any],
+    key: bytes | None = None,
 ) -> AuditEvent:
     seq = 0 if prev is None else prev.seq + 1
     prev_hash = GENESIS if prev is None else prev.hash
-    return AuditEvent(operation_id, seq, kind, at, data, prev_hash, link_hash(prev_hash, operation_id, seq, kind, at, data, key))
+    return AuditEvent(
+        operation_id,
+        seq,
+        kind,
+        at,
+        data,
+        prev_hash,
+        link_hash(prev_hash, operation_id, seq, kind, at, data, key),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +99,21 @@ def verify_chain(events: Sequence[AuditEvent], key: bytes | None = None) -> Chai
     prev_hash = GENESIS
     for expected_seq, ev in enumerate(events):
         if ev.seq != expected_seq:
-            return ChainBreak(ev.seq, f"expected sequence {expected_seq}, found {ev.seq} (row missing or inserted)")
+            # Fix: this reported the found ``ev.seq``, so a deleted event 2 was blamed on event 3 and an
+            # edited seq pointed at an event that does not exist. Report the first bad position.
+            why = f"expected sequence {expected_seq}, found {ev.seq} (row missing, inserted or moved)"
+            return ChainBreak(expected_seq, why)
         if ev.prev_hash != prev_hash:
             return ChainBreak(ev.seq, "prev_hash does not match the previous event")
-        want = link_hash(prev_hash, ev.operation_id, ev.seq, ev.kind, ev.at, ev.data, key)
-        if not hmac.compare_digest(want, ev.hash):
+        # Fix: a tampered row could make verification raise instead of report: hmac.compare_digest
+        # raises TypeError on a non-ASCII (or non-str) hash, and a data value with no canonical form
+        # raised CanonicalizationError. Both are now a ChainBreak at that event.
+        try:
+            want = link_hash(prev_hash, ev.operation_id, ev.seq, ev.kind, ev.at, ev.data, key)
+        except CanonicalizationError:
+            return ChainBreak(ev.seq, "the event's content has no canonical form")
+        got = ev.hash.encode("utf-8", "replace") if isinstance(ev.hash, str) else b""
+        if not hmac.compare_digest(want.encode(), got):
             return ChainBreak(ev.seq, "hash does not match the event's content")
         prev_hash = ev.hash
     return None

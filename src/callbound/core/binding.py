@@ -15,13 +15,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from .canonical import canonical_sha256, sha256_hex
-from .errors import BindingMismatch, CorrelationError
+from .errors import BindingMismatch, CanonicalizationError, CorrelationError
 from .types import ResultEnvelope, ToolCall
 
 PROTECTED_FIELDS = (
-    "provider", "api", "response_id", "call_id", "operation_id", "idempotency_key", "adapter_revision",
-    "tenant", "subject", "input", "output", "effect", "handler", "producer", "policy_revision",
-    "request_sha256", "result_sha256", "call_binding_sha256",
+    "provider",
+    "api",
+    "response_id",
+    "call_id",
+    "operation_id",
+    "idempotency_key",
+    "adapter_revision",
+    "tenant",
+    "subject",
+    "input",
+    "output",
+    "effect",
+    "handler",
+    "producer",
+    "policy_revision",
+    "request_sha256",
+    "result_sha256",
+    "call_binding_sha256",
 )
 
 
@@ -109,9 +124,16 @@ def make_envelope(
 def verify_binding(envelope: ResultEnvelope, trusted: TrustedCall) -> None:
     """Recompute the binding from ``trusted`` and the result bytes; raise ``BindingMismatch`` on any
     difference (constant-time comparison)."""
-    expected = compute_binding(trusted, envelope.model_result)
+    try:
+        expected = compute_binding(trusted, envelope.model_result)
+    except CanonicalizationError as exc:
+        # Fix: an altered model_result with no canonical form (NaN, a lone surrogate) raised
+        # CanonicalizationError here instead of the BindingMismatch the runner handles (D4).
+        raise BindingMismatch(f"result for call {trusted.call_id!r} cannot be hashed: {exc}") from exc
     got = envelope.protected_audit.get("call_binding_sha256")
-    if not isinstance(got, str) or not hmac.compare_digest(expected, got):
+    # Fix: hmac.compare_digest raises TypeError on a non-ASCII str, so a tampered binding such as "é"
+    # escaped as TypeError instead of BindingMismatch. Compare bytes.
+    if not isinstance(got, str) or not hmac.compare_digest(expected.encode(), got.encode("utf-8", "replace")):
         raise BindingMismatch(
             f"result for call {trusted.call_id!r} of response {trusted.response_id!r} is not bound to it; "
             "it was produced for another call or altered after it was made"

@@ -52,8 +52,10 @@ def format_number(value: int | float) -> str:
     int_part, _, frac_part = mantissa.partition(".")
     digits = (int_part + frac_part).lstrip("0")
     # n: position of the decimal point relative to the digit string (ECMAScript's n).
-    n = len(int_part.lstrip("0")) + exponent if int_part.strip("0") else exponent - (
-        len(frac_part) - len(frac_part.lstrip("0"))
+    n = (
+        len(int_part.lstrip("0")) + exponent
+        if int_part.strip("0")
+        else exponent - (len(frac_part) - len(frac_part.lstrip("0")))
     )
     digits = digits.rstrip("0") or "0"
     k = len(digits)

@@ -108,10 +108,15 @@ def plan_call(
     if spec is None or (offered is not None and call.name not in offered):
         # Never echo an arbitrary model string back unbounded.
         shown = call.name if isinstance(call.name, str) else repr(call.name)
-        return Reject(call, UNKNOWN_TOOL, f"unknown tool {shown[:100]!r}; call one of the tools you were given")
+        return Reject(
+            call, UNKNOWN_TOOL, f"unknown tool {shown[:100]!r}; call one of the tools you were given"
+        )
     if call.arguments_error is not None:
         return Reject(call, INVALID_ARGUMENTS, f"arguments rejected: {call.arguments_error}", spec)
-    arguments, why = (call.arguments, None) if call.arguments is not None else parse_arguments(call.arguments_raw)
+    # Fix: ``call.arguments`` was trusted as given, so a ToolCall carrying a DuplicateKeyDict (object-style
+    # arguments read with loads_body) ran with the last duplicate's value. Dispatch is the gate: check the
+    # parsed dict the same way as raw arguments (D5).
+    arguments, why = parse_arguments(call.arguments if call.arguments is not None else call.arguments_raw)
     if arguments is None:
         return Reject(call, INVALID_ARGUMENTS, f"arguments rejected: {why}", spec)
     try:
@@ -122,8 +127,11 @@ def plan_call(
         args = spec.validate_json(arguments_json)
     except ValidationError as exc:
         return Reject(
-            call, INVALID_ARGUMENTS, f"arguments do not match the schema: {format_validation_error(exc)}",
-            spec, arguments_json,
+            call,
+            INVALID_ARGUMENTS,
+            f"arguments do not match the schema: {format_validation_error(exc)}",
+            spec,
+            arguments_json,
         )
     key: str | None = None
     base_ctx = CallContext(op.operation_id, op.tenant, op.subject, call.call_id, spec.name, None, op.deadline)
@@ -134,7 +142,13 @@ def plan_call(
             except Exception:  # user code: fail closed, do not leak internals
                 named = ""
             if not named:
-                return Reject(call, HANDLER_ERROR, "the tool could not name the intent of this call", spec, arguments_json)
+                return Reject(
+                    call,
+                    HANDLER_ERROR,
+                    "the tool could not name the intent of this call",
+                    spec,
+                    arguments_json,
+                )
             key = named if named.startswith("ik_") else f"ik_{named}"
         else:
             key = default_intent_key(spec.name, spec.schema_version, arguments, op.operation_id)
@@ -142,7 +156,9 @@ def plan_call(
     if spec.authorize is not None:
         allowed, _ = _safe_bool(lambda: spec.authorize(args, ctx))  # type: ignore[misc]
         if not allowed:
-            return Reject(call, DENIED, f"not allowed to call {spec.name} with these arguments", spec, arguments_json)
+            return Reject(
+                call, DENIED, f"not allowed to call {spec.name} with these arguments", spec, arguments_json
+            )
     if policy_authorize is not None:
         allowed, _ = _safe_bool(lambda: policy_authorize(spec, args, ctx))
         if not allowed:
@@ -177,7 +193,11 @@ def plan_turn(
                 continue
             seen_dup.add(call.call_id)
             plan.append(
-                Reject(call, DUPLICATE_CALL_ID, f"call id {call.call_id!r} was used by {counts[call.call_id]} calls; none ran")
+                Reject(
+                    call,
+                    DUPLICATE_CALL_ID,
+                    f"call id {call.call_id!r} was used by {counts[call.call_id]} calls; none ran",
+                )
             )
             continue
         plan.append(plan_call(call, registry, offered, op, policy_authorize))

@@ -6,12 +6,25 @@ that reason and an escalation record.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from .errors import UsageError
+
+
+def _checked_cost(value: Any) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, Decimal | int | float | str):
+        raise UsageError(f"Budgets.max_cost must be a Decimal, not {type(value).__name__}")
+    try:
+        cost = value if isinstance(value, Decimal) else Decimal(str(value))
+    except ArithmeticError:  # decimal.InvalidOperation: not a number at all
+        raise UsageError(f"Budgets.max_cost {value!r} is not a number") from None
+    if not cost.is_finite() or cost < 0:
+        raise UsageError(f"Budgets.max_cost must be a finite amount >= 0, not {value!r}")
+    return cost
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,20 +45,33 @@ class Budgets:
     not_after: datetime | None = None  # absolute end, regardless of activity (D14)
 
     def __post_init__(self) -> None:
+        # Fix: values used to be only compared with 0, so a NaN or infinite deadline (which never trips),
+        # strings (a TypeError, not a UsageError), a naive ``not_after`` (a TypeError later, inside
+        # check_running, against the clock's aware UTC time) and ``max_no_progress_turns=0`` (every turn
+        # stopped) were accepted. Each field is now checked for its type and range.
         for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in {"max_input_tokens", "max_output_tokens", "max_cost", "not_after"}:
-                if value is not None and f.name != "not_after" and value < 0:
-                    raise UsageError(f"Budgets.{f.name} must be >= 0")
+            name, value = f.name, getattr(self, f.name)
+            if name == "not_after":
+                if value is not None and not (isinstance(value, datetime) and value.utcoffset() is not None):
+                    raise UsageError("Budgets.not_after must be a timezone-aware datetime or None")
                 continue
-            if value is None or value < 0:
-                raise UsageError(f"Budgets.{f.name} must be a finite number >= 0")
+            if name == "max_cost":
+                if value is not None:
+                    object.__setattr__(self, "max_cost", _checked_cost(value))
+                continue
+            if value is None and name in {"max_input_tokens", "max_output_tokens"}:
+                continue
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if name != "deadline_s":
+                number = number and isinstance(value, int)
+            if not number or not 0 <= value < math.inf:  # also rejects NaN
+                raise UsageError(f"Budgets.{name} must be a finite number >= 0, not {value!r}")
         if self.max_parallel < 1:
             raise UsageError("Budgets.max_parallel must be >= 1")
         if self.max_identical_calls < 1:
             raise UsageError("Budgets.max_identical_calls must be >= 1")
-        if self.max_cost is not None and not isinstance(self.max_cost, Decimal):
-            object.__setattr__(self, "max_cost", Decimal(str(self.max_cost)))
+        if self.max_no_progress_turns < 1:
+            raise UsageError("Budgets.max_no_progress_turns must be >= 1")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -164,7 +190,9 @@ def identical_allowed(b: Budgets, s: Spent, key: str) -> bool:
     return s.identical.get(key, 0) < b.max_identical_calls
 
 
-def record_turn_results(b: Budgets, s: Spent, result_hashes: list[str], had_no_progress_error: bool) -> Verdict:
+def record_turn_results(
+    b: Budgets, s: Spent, result_hashes: list[str], had_no_progress_error: bool
+) -> Verdict:
     """After a turn's results are ready: D13 step 3. A turn whose results are all hashes seen before
     counts as no progress; ``max_no_progress_turns`` in a row, or a repeat after a NO_PROGRESS
     warning, stops the operation."""

@@ -40,8 +40,14 @@ class LedgerEntry:
     @staticmethod
     def from_dict(d: dict[str, Any]) -> LedgerEntry:
         return LedgerEntry(
-            d["key"], d["tenant"], d["tool"], d["operation_id"], LedgerStatus(d["status"]), d.get("result"),
-            int(d["attempts"]), d.get("lease_token"),
+            d["key"],
+            d["tenant"],
+            d["tool"],
+            d["operation_id"],
+            LedgerStatus(d["status"]),
+            d.get("result"),
+            int(d["attempts"]),
+            d.get("lease_token"),
         )
 
 

@@ -68,6 +68,10 @@ def classify_turn(turn: ModelTurn) -> TurnVerdict:
             return TurnVerdict(State.RETRY, "STREAM_INTERRUPTED", retryable=True)
         return TurnVerdict(State.INCOMPLETE, reason_code(turn, "truncated"))
     # API_FAILURE
+    # Fix: an unknown stop reason was retried when the adapter's Failure said retryable; D1 says it is
+    # never retryable and always ends FAILED(UNKNOWN_STOP_REASON).
+    if turn.reason == "unknown_stop_reason":
+        return TurnVerdict(State.FAILED, "UNKNOWN_STOP_REASON")
     if turn.failure is not None and turn.failure.retryable:
         return TurnVerdict(State.RETRY, reason_code(turn, "api_error"), retryable=True)
     return TurnVerdict(State.FAILED, reason_code(turn, "api_error"))

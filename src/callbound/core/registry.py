@@ -20,6 +20,10 @@ from .errors import UsageError
 from .types import Risk
 
 _VALID_RISKS = ("read", "write", "irreversible")
+# Fix: ``extra="forbid"`` on the top-level model does not reach nested models, whose unknown fields
+# pydantic silently dropped. Recent pydantic takes ``extra`` per validation call and applies it at
+# every depth; versions without that parameter keep the top-level-only behaviour.
+_PER_CALL_EXTRA = "extra" in inspect.signature(BaseModel.model_validate_json).parameters
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +59,10 @@ def _strict_model(params: type[BaseModel]) -> type[BaseModel]:
     config["extra"] = "forbid"
     config["strict"] = True
     # A subclass keeps isinstance(args, params) true for handlers while validation gets stricter.
-    return cast(type[BaseModel], type(params.__name__, (params,), {"model_config": config, "__module__": params.__module__}))
+    return cast(
+        type[BaseModel],
+        type(params.__name__, (params,), {"model_config": config, "__module__": params.__module__}),
+    )
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,8 @@ class ToolSpec:
     def validate_json(self, arguments_json: str) -> BaseModel:
         """Pydantic's strict JSON mode (D5): a value passes only if its JSON type is one the schema
         allows. Raises pydantic's ValidationError with field paths."""
+        if _PER_CALL_EXTRA:
+            return self.strict_params.model_validate_json(arguments_json, strict=True, extra="forbid")
         return self.strict_params.model_validate_json(arguments_json, strict=True)
 
     def needs_approval(self, args: Any, ctx: CallContext) -> bool:
@@ -130,7 +139,12 @@ class ToolSpec:
     def definition_digest(self) -> str:
         """Changes whenever the schema, version or risk changes; part of stale-approval checks."""
         return canonical_sha256(
-            {"name": self.name, "schema_version": self.schema_version, "risk": self.risk, "schema": self.json_schema}
+            {
+                "name": self.name,
+                "schema_version": self.schema_version,
+                "risk": self.risk,
+                "schema": self.json_schema,
+            }
         )
 
 

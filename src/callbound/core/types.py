@@ -73,7 +73,9 @@ class Usage:
     @staticmethod
     def from_dict(data: dict[str, Any]) -> Usage:
         cost = data.get("cost")
-        return Usage(data.get("input_tokens"), data.get("output_tokens"), None if cost is None else Decimal(cost))
+        return Usage(
+            data.get("input_tokens"), data.get("output_tokens"), None if cost is None else Decimal(cost)
+        )
 
 
 @dataclass(frozen=True, slots=True)
