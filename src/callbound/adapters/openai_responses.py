@@ -38,6 +38,7 @@ from ..core.types import (
 from .base import (
     QUOTA_CODES,
     StreamCaps,
+    body_bytes,
     decode_body,
     failure_turn,
     http_retryable,
@@ -61,11 +62,31 @@ def _provenance(model: Any) -> Provenance:
     return Provenance(PROVIDER, API, model if isinstance(model, str) else None, REVISION)
 
 
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def _usage(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
     # D27: input_tokens already includes cached tokens; output_tokens includes reasoning tokens.
-    return Usage(raw.get("input_tokens"), raw.get("output_tokens"))
+    return Usage(_count(raw.get("input_tokens")), _count(raw.get("output_tokens")))
+
+
+def _utf8_len(text: str) -> int:
+    """UTF-8 bytes of argument text. Never raises: a lone surrogate (one half of a character outside
+    the BMP whose escaped halves arrived in two deltas) counts 2 bytes, half of the character's 4."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    return size - sum(1 for ch in text if "\ud800" <= ch <= "\udfff") if size != len(text) else size
+
+
+def _join_fragments(fragments: list[str]) -> str:
+    """Join argument deltas once (linear). A character outside the BMP whose escaped surrogate halves
+    arrived in two deltas is put back together."""
+    text = "".join(fragments)
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return text
 
 
 def _error_fields(err: Any) -> tuple[str | None, str | None]:
@@ -76,11 +97,32 @@ def _error_fields(err: Any) -> tuple[str | None, str | None]:
     return (etype if isinstance(etype, str) else None), (code if isinstance(code, str) else None)
 
 
-def turn_from_response(resp: dict[str, Any], raw_sha256: str, output: list[dict[str, Any]] | None = None) -> ModelTurn:
+def _retryable_code(etype: str | None, code: str | None) -> bool:
+    if code in QUOTA_CODES or etype in QUOTA_CODES:
+        return False
+    return code in RETRYABLE_ERROR_CODES or etype in RETRYABLE_ERROR_CODES
+
+
+def _event_error_fields(event: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The ``error`` stream event comes flat (SDK: ``code``/``message`` beside ``type: "error"``) or
+    nested (recordings: ``error: {type, code, message}``). In the flat shape ``type`` names the event,
+    not the error."""
+    nested = event.get("error")
+    if isinstance(nested, dict):
+        return _error_fields(nested)
+    code = event.get("code")
+    return None, code if isinstance(code, str) else None
+
+
+def turn_from_response(
+    resp: dict[str, Any], raw_sha256: str, output: list[dict[str, Any]] | None = None
+) -> ModelTurn:
     """Map a complete Response object (plain body or terminal stream snapshot) to a ModelTurn."""
     prov = _provenance(resp.get("model"))
-    rid = resp.get("id") if isinstance(resp.get("id"), str) and resp.get("id") else synthetic_response_id(raw_sha256)
-    items = output if output is not None else resp.get("output") or []
+    given_id = resp.get("id")
+    rid = given_id if isinstance(given_id, str) and given_id else synthetic_response_id(raw_sha256)
+    raw_items = output if output is not None else resp.get("output")
+    items = [i for i in raw_items if isinstance(i, dict)] if isinstance(raw_items, list) else []
     usage = _usage(resp.get("usage"))
     status = resp.get("status")
 
@@ -88,22 +130,35 @@ def turn_from_response(resp: dict[str, Any], raw_sha256: str, output: list[dict[
     refusal_parts: list[str] = []
     calls: list[ToolCall] = []
     for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            continue
         kind = item.get("type")
         if kind == "message":
-            for part in item.get("content") or []:
+            content = item.get("content")
+            for part in content if isinstance(content, list) else []:
                 if not isinstance(part, dict):
                     continue
                 if part.get("type") == "output_text" and isinstance(part.get("text"), str):
                     text_parts.append(part["text"])
                 elif part.get("type") == "refusal":
-                    refusal_parts.append(str(part.get("refusal") or ""))
+                    refusal = part.get("refusal")
+                    refusal_parts.append(refusal if isinstance(refusal, str) else "")
         elif kind == "function_call":
-            calls.append(make_call(PROVIDER, API, rid, item.get("call_id"), item.get("name"), item.get("arguments"), index))
+            call_id = item.get("call_id")
+            calls.append(
+                make_call(
+                    PROVIDER,
+                    API,
+                    rid,
+                    call_id if isinstance(call_id, str) else None,
+                    item.get("name"),
+                    item.get("arguments"),
+                    index,
+                )
+            )
         # reasoning, hosted tool calls (web_search_call, ...) travel in the continuation only (D31)
 
-    def turn(finish: Finish, raw: str | None, reason: str | None, failure: Failure | None = None) -> ModelTurn:
+    def turn(
+        finish: Finish, raw: str | None, reason: str | None, failure: Failure | None = None
+    ) -> ModelTurn:
         return ModelTurn(
             api=API,
             response_id=rid,
@@ -114,7 +169,7 @@ def turn_from_response(resp: dict[str, Any], raw_sha256: str, output: list[dict[
             text="".join(text_parts),
             refusal="".join(refusal_parts) if refusal_parts else None,
             usage=usage,
-            continuation=tuple(i for i in items if isinstance(i, dict)),
+            continuation=tuple(items),
             provenance=prov,
             raw_sha256=raw_sha256,
             failure=failure,
@@ -127,19 +182,22 @@ def turn_from_response(resp: dict[str, Any], raw_sha256: str, output: list[dict[
             return turn(Finish.TOOL_PROPOSALS, "completed", None)
         return turn(Finish.FINAL_TEXT, "completed", None)
     if status == "incomplete":
-        details = resp.get("incomplete_details") or {}
+        details = resp.get("incomplete_details")
         why = details.get("reason") if isinstance(details, dict) else None
+        why = why if isinstance(why, str) else None
         if refusal_parts or why == "content_filter":
-            return turn(Finish.REFUSAL, why or "incomplete", "content_filter" if why == "content_filter" else "refusal")
+            reason = "content_filter" if why == "content_filter" else "refusal"
+            return turn(Finish.REFUSAL, why or "incomplete", reason)
         if why == "max_output_tokens":
             return turn(Finish.TRUNCATED, why, "max_tokens")
         return turn(Finish.API_FAILURE, why or "incomplete", "unknown_stop_reason", Failure("status", False))
     if status == "failed":
         etype, code = _error_fields(resp.get("error"))
-        retryable = code in RETRYABLE_ERROR_CODES
         return turn(
-            Finish.API_FAILURE, code or "failed", "api_error",
-            Failure("status", retryable, None, etype, code),
+            Finish.API_FAILURE,
+            code or etype or "failed",
+            "api_error",
+            Failure("status", _retryable_code(etype, code), None, etype, code),
         )
     if status == "cancelled":
         return turn(Finish.API_FAILURE, "cancelled", "cancelled", Failure("status", False))
@@ -147,26 +205,48 @@ def turn_from_response(resp: dict[str, Any], raw_sha256: str, output: list[dict[
     return turn(Finish.API_FAILURE, raw, "unknown_stop_reason", Failure("status", False))
 
 
-def _error_body_turn(err: dict[str, Any], raw_sha256: str, status: int | None, headers: dict[str, str]) -> ModelTurn:
+def _error_body_turn(
+    err: dict[str, Any],
+    raw_sha256: str,
+    status: int | None,
+    headers: dict[str, str],
+    model: str | None = None,
+) -> ModelTurn:
     etype, code = _error_fields(err)
+    quota = code in QUOTA_CODES or etype in QUOTA_CODES
     if status is not None:
-        retryable = http_retryable(status, "http") and code not in QUOTA_CODES and etype not in QUOTA_CODES
+        retryable = http_retryable(status, "http") and not quota
         raw = str(status)
     else:
-        retryable = (code or etype) in RETRYABLE_ERROR_CODES
+        retryable = _retryable_code(etype, code)
         raw = code or etype or "error"
-    reason = "rate_limited" if status == 429 else "api_error"
-    if code in QUOTA_CODES or etype in QUOTA_CODES:
-        reason = "quota_exceeded"
+    reason = "quota_exceeded" if quota else "rate_limited" if status == 429 else "api_error"
     return failure_turn(
-        API, _provenance(None), raw_sha256, response_id=None, raw_stop_reason=raw, reason=reason,
-        failure=Failure("http" if status is not None else "error_body", retryable, status, etype, code,
-                        retry_after_seconds(headers)),
+        API,
+        _provenance(model),
+        raw_sha256,
+        response_id=None,
+        raw_stop_reason=raw,
+        reason=reason,
+        failure=Failure(
+            "http" if status is not None else "error_body",
+            retryable,
+            status,
+            etype,
+            code,
+            retry_after_seconds(headers),
+        ),
     )
 
 
 class _Assembler:
-    """Streaming assembly for Responses events (WIRE.md 1.6)."""
+    """Streaming assembly for Responses events (WIRE.md 1.6).
+
+    Final items are the ``response.output_item.done`` items keyed by ``output_index`` (authoritative
+    arguments and ``encrypted_content``); items the terminal snapshot has and no done event gave are
+    taken from the snapshot. Argument deltas are appended to a list per item and joined once, only
+    when a done item lacks its arguments. Byte caps count every argument byte once per call.
+    """
 
     def __init__(self, caps: StreamCaps, model: str | None) -> None:
         self._caps = caps
@@ -177,6 +257,8 @@ class _Assembler:
         self._args: dict[int, list[str]] = {}
         self._arg_bytes: dict[int, int] = {}
         self._item_index: dict[str, int] = {}
+        self._progress_ids: dict[int, str] = {}  # calls announced with CallStarted
+        self._ready: set[int] = set()
         self._total = 0
         self._terminal: dict[str, Any] | None = None
         self._error: dict[str, Any] | None = None
@@ -188,71 +270,129 @@ class _Assembler:
 
     def _index(self, event: dict[str, Any]) -> int | None:
         idx = event.get("output_index")
-        if isinstance(idx, int):
+        if isinstance(idx, int) and not isinstance(idx, bool):
             return idx
         item_id = event.get("item_id")
         return self._item_index.get(item_id) if isinstance(item_id, str) else None
+
+    def _over_caps(self, call_bytes: int) -> bool:
+        return call_bytes > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes
+
+    def _abort(self) -> list[Progress]:
+        self._aborted = True
+        self._args.clear()
+        return []
+
+    def _start(self, idx: int, item: dict[str, Any]) -> list[Progress]:
+        if idx in self._progress_ids:
+            return []
+        call_id = item.get("call_id")
+        name = item.get("name")
+        pid = call_id if isinstance(call_id, str) and call_id else f"#{idx}"
+        self._progress_ids[idx] = pid
+        return [CallStarted(pid, name if isinstance(name, str) else "")]
 
     def feed(self, event: dict[str, Any] | str) -> list[Progress]:
         if not isinstance(event, dict) or self._aborted:
             return []
         kind = event.get("type") or event.get("_event")
         if kind in ("response.created", "response.in_progress", "response.queued"):
-            resp = event.get("response") or {}
-            if isinstance(resp.get("id"), str):
-                self._response_id = resp["id"]
-            if self._model is None and isinstance(resp.get("model"), str):
-                self._model = resp["model"]
+            resp = event.get("response")
+            if isinstance(resp, dict):
+                if isinstance(resp.get("id"), str) and resp["id"]:
+                    self._response_id = resp["id"]
+                if self._model is None and isinstance(resp.get("model"), str):
+                    self._model = resp["model"]
             return []
         if kind == "response.output_item.added":
             idx, item = event.get("output_index"), event.get("item")
-            if isinstance(idx, int) and isinstance(item, dict):
-                self._items[idx] = item
-                if isinstance(item.get("id"), str):
-                    self._item_index[item["id"]] = idx
-                if item.get("type") == "function_call":
-                    self._args[idx] = []
-                    self._arg_bytes[idx] = 0
-                    return [CallStarted(str(item.get("call_id") or f"#{idx}"), str(item.get("name")))]
-            return []
+            if not (isinstance(idx, int) and isinstance(item, dict)):
+                return []
+            self._items[idx] = item
+            if isinstance(item.get("id"), str):
+                self._item_index[item["id"]] = idx
+            if item.get("type") != "function_call":
+                return []
+            self._args.setdefault(idx, [])
+            return self._start(idx, item)
         if kind == "response.function_call_arguments.delta":
             idx = self._index(event)
             delta = event.get("delta")
-            if idx is None or not isinstance(delta, str):
+            if idx is None or not isinstance(delta, str) or idx in self._done:
                 return []
-            size = len(delta.encode("utf-8"))
+            size = _utf8_len(delta)
             self._arg_bytes[idx] = self._arg_bytes.get(idx, 0) + size
             self._total += size
-            if self._arg_bytes[idx] > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
-                self._aborted = True
-                self._args.clear()
-                return []
+            if self._over_caps(self._arg_bytes[idx]):
+                return self._abort()
             self._args.setdefault(idx, []).append(delta)
-            item = self._items.get(idx, {})
-            return [ArgumentsProgress(str(item.get("call_id") or f"#{idx}"), self._arg_bytes[idx])]
+            if idx in self._progress_ids:
+                return [ArgumentsProgress(self._progress_ids[idx], self._arg_bytes[idx])]
+            return []  # no CallStarted yet: nothing may be announced before its call
         if kind == "response.output_item.done":
             idx, item = event.get("output_index"), event.get("item")
-            if isinstance(idx, int) and isinstance(item, dict):
-                if item.get("type") == "function_call":
-                    size = len(str(item.get("arguments") or "").encode("utf-8"))
-                    if size > self._caps.max_call_bytes:
-                        self._aborted = True
-                        return []
-                    if not isinstance(item.get("arguments"), str) and idx in self._args:
-                        item = {**item, "arguments": "".join(self._args[idx])}
-                self._done[idx] = item
-                self._args.pop(idx, None)  # the done item is authoritative; free the fragments
-                if item.get("type") == "function_call":
-                    return [CallReady(str(item.get("call_id") or f"#{idx}"))]
-            return []
+            if not (isinstance(idx, int) and isinstance(item, dict)):
+                return []
+            if isinstance(item.get("id"), str):
+                self._item_index[item["id"]] = idx
+            progress: list[Progress] = []
+            if item.get("type") == "function_call":
+                arguments = item.get("arguments")
+                fragments = self._args.pop(idx, None)
+                if not isinstance(arguments, str) and fragments is not None:
+                    arguments = _join_fragments(fragments)
+                    item = {**item, "arguments": arguments}
+                size = _utf8_len(arguments) if isinstance(arguments, str) else 0
+                seen = self._arg_bytes.get(idx, 0)
+                if size > seen:  # bytes no delta carried (a done-only call) count too
+                    self._total += size - seen
+                    self._arg_bytes[idx] = size
+                if self._over_caps(self._arg_bytes.get(idx, 0)):
+                    return self._abort()
+                progress = self._start(idx, item)
+                if idx not in self._ready:
+                    self._ready.add(idx)
+                    progress.append(CallReady(self._progress_ids[idx]))
+            self._done[idx] = item
+            self._args.pop(idx, None)  # the done item is authoritative; free the fragments
+            return progress
         if kind in ("response.completed", "response.incomplete", "response.failed"):
             resp = event.get("response")
-            self._terminal = resp if isinstance(resp, dict) else {"status": kind.split(".", 1)[1]}
+            self._terminal = resp if isinstance(resp, dict) else {"status": str(kind).split(".", 1)[1]}
             return []
         if kind == "error":
             self._error = event
             return []
         return []  # text/refusal/reasoning deltas and hosted-tool events: the done items carry them
+
+    def _final_output(self, resp: dict[str, Any]) -> list[dict[str, Any]]:
+        snapshot = resp.get("output")
+        snap = snapshot if isinstance(snapshot, list) else []
+        indices = sorted(set(self._done) | set(range(len(snap))) | set(self._items))
+        output: list[dict[str, Any]] = []
+        for i in indices:
+            item = self._done.get(i)
+            if item is None and i < len(snap) and isinstance(snap[i], dict):
+                item = snap[i]
+            if item is None and i in self._items:
+                # Added, never done, absent from the snapshot: the added copy, with its deltas. A cut
+                # argument text cannot parse, so the call then carries an arguments_error.
+                item = self._items[i]
+                if item.get("type") == "function_call" and not item.get("arguments") and i in self._args:
+                    item = {**item, "arguments": _join_fragments(self._args[i])}
+            if item is not None:
+                output.append(item)
+        return output
+
+    def _output_over_caps(self, output: list[dict[str, Any]]) -> bool:
+        total = 0
+        for item in output:
+            if item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
+                size = _utf8_len(item["arguments"])
+                total += size
+                if size > self._caps.max_call_bytes:
+                    return True
+        return total > self._caps.max_response_bytes
 
     def finish(self, raw_sha256: str) -> ModelTurn:
         prov = _provenance(self._model)
@@ -260,21 +400,28 @@ class _Assembler:
             return too_large_turn(API, prov, raw_sha256, self._response_id)
         if self._terminal is not None:
             resp = dict(self._terminal)
-            resp.setdefault("id", self._response_id)
+            if not (isinstance(resp.get("id"), str) and resp["id"]):
+                resp["id"] = self._response_id
             if not resp.get("model"):
                 resp["model"] = self._model
-            if self._done:
-                output = [self._done[i] for i in sorted(self._done)]
-            else:
-                output = [o for o in resp.get("output") or [] if isinstance(o, dict)]
+            if resp.get("status") == "failed" and not resp.get("error") and self._error is not None:
+                etype, code = _event_error_fields(self._error)
+                resp["error"] = {"type": etype, "code": code}
+            output = self._final_output(resp)
+            if self._output_over_caps(output):
+                self._aborted = True
+                return too_large_turn(API, prov, raw_sha256, resp["id"])
             return turn_from_response(resp, raw_sha256, output)
         if self._error is not None:
-            err = self._error.get("error") if isinstance(self._error.get("error"), dict) else self._error
-            etype, code = _error_fields(err)
-            raw = code or etype or "error"
+            etype, code = _event_error_fields(self._error)
             return failure_turn(
-                API, prov, raw_sha256, response_id=self._response_id, raw_stop_reason=raw, reason="api_error",
-                failure=Failure("error_event", (code or etype) in RETRYABLE_ERROR_CODES, None, etype, code),
+                API,
+                prov,
+                raw_sha256,
+                response_id=self._response_id,
+                raw_stop_reason=code or etype or "error",
+                reason="quota_exceeded" if (code in QUOTA_CODES or etype in QUOTA_CODES) else "api_error",
+                failure=Failure("error_event", _retryable_code(etype, code), None, etype, code),
             )
         return stream_cut_turn(API, prov, raw_sha256, self._response_id)
 
@@ -289,12 +436,19 @@ class OpenAIResponsesAdapter:
         for decl in declarations:
             schema, strict = openai_strict(decl.parameters, decl.name)
             tools.append(
-                {"type": "function", "name": decl.name, "description": decl.description, "parameters": schema,
-                 "strict": strict}
+                {
+                    "type": "function",
+                    "name": decl.name,
+                    "description": decl.description,
+                    "parameters": schema,
+                    "strict": strict,
+                }
             )
         return tools
 
-    def initial_items(self, user_input: str | None, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def initial_items(
+        self, user_input: str | None, messages: Sequence[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         items = list(messages)
         if user_input is not None:
             items.append({"role": "user", "content": user_input})
@@ -303,8 +457,13 @@ class OpenAIResponsesAdapter:
     def turn_items(self, turn: ModelTurn) -> list[dict[str, Any]]:
         return list(turn.continuation)
 
-    def result_items(self, turn: ModelTurn, results: Sequence[tuple[ToolCall, dict[str, Any]]]) -> list[dict[str, Any]]:
-        return [{"type": "function_call_output", "call_id": call.call_id, "output": result_text(mr)} for call, mr in results]
+    def result_items(
+        self, turn: ModelTurn, results: Sequence[tuple[ToolCall, dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        return [
+            {"type": "function_call_output", "call_id": call.call_id, "output": result_text(mr)}
+            for call, mr in results
+        ]
 
     def build_request(
         self,
@@ -351,7 +510,7 @@ class OpenAIResponsesAdapter:
         if not isinstance(data, dict):
             raise ProtocolViolation("a Responses body must be a JSON object")
         if isinstance(data.get("error"), dict) and "status" not in data:
-            return _error_body_turn(data["error"], digest, None, {})
+            return _error_body_turn(data["error"], digest, None, {}, model)
         if model is not None and not data.get("model"):
             data = {**data, "model": model}
         return turn_from_response(data, digest)
@@ -361,7 +520,7 @@ class OpenAIResponsesAdapter:
 
     def map_error(self, failure: RawFailure, *, model: str | None = None) -> ModelTurn:
         raw = failure.body
-        digest = hashlib.sha256(raw if isinstance(raw, bytes) else str(raw or "").encode()).hexdigest()
+        digest = hashlib.sha256(body_bytes(raw) if raw is not None else b"").hexdigest()
         if failure.kind == "stream_cut":
             return stream_cut_turn(API, _provenance(model), digest, None)
         if failure.kind == "http":
@@ -372,39 +531,87 @@ class OpenAIResponsesAdapter:
                     err = data.get("error") if isinstance(data, dict) else None
                 except ProtocolViolation:
                     err = None
-            return _error_body_turn(err if isinstance(err, dict) else {}, digest, failure.status, failure.headers)
+            return _error_body_turn(
+                err if isinstance(err, dict) else {}, digest, failure.status, failure.headers, model
+            )
         return failure_turn(
-            API, _provenance(model), digest, response_id=None, raw_stop_reason=failure.kind,
+            API,
+            _provenance(model),
+            digest,
+            response_id=None,
+            raw_stop_reason=failure.kind,
             reason="timeout" if failure.kind == "timeout" else "connection_error",
             failure=Failure(failure.kind, True, None, None, None, retry_after_seconds(failure.headers)),
         )
 
     def check_request(self, body: dict[str, Any], previous: ModelTurn | None = None) -> None:
-        """Every function_call in the input answered exactly once by call_id, no output for an unknown
-        call; with previous_response_id, the previous turn's calls are the ones to answer."""
+        """Every function_call in the input answered exactly once, later in the input, by its
+        ``call_id`` (never the ``fc_`` item id); no output for an unknown call. With
+        ``previous_response_id`` the previous turn's calls are the ones to answer, and ``previous``
+        must be that response."""
         items = body.get("input")
+        if isinstance(items, str):
+            items = []  # a plain text input carries no calls and no outputs
         if not isinstance(items, list):
             raise ProtocolViolation("Responses request needs an input list")
-        calls: list[str] = []
-        if body.get("previous_response_id") and previous is not None:
-            calls.extend(c.call_id for c in previous.calls)
-        outputs: list[str] = []
+        answered: dict[str, int] = {}
+        order: dict[str, None] = {}  # call ids, in the order their calls appear
+        item_ids: dict[str, str] = {}  # fc_ item id -> call_id
+        chained = body.get("previous_response_id")
+        if chained and previous is not None:
+            if chained != previous.response_id:
+                raise ProtocolViolation(
+                    f"previous_response_id {chained!r} is not the response being answered "
+                    f"({previous.response_id!r})"
+                )
+            order.update(dict.fromkeys(c.call_id for c in previous.calls))
+            for item in previous.continuation:
+                if item.get("type") == "function_call" and isinstance(item.get("id"), str):
+                    item_ids[item["id"]] = str(item.get("call_id"))
+        later_calls = {
+            item.get("call_id")
+            for item in items
+            if isinstance(item, dict) and item.get("type") == "function_call"
+        }
         for item in items:
             if not isinstance(item, dict):
                 continue
-            if item.get("type") == "function_call":
-                calls.append(str(item.get("call_id")))
-            elif item.get("type") == "function_call_output":
-                outputs.append(str(item.get("call_id")))
+            kind = item.get("type")
+            if kind == "function_call":
+                cid = item.get("call_id")
+                if not isinstance(cid, str) or not cid:
+                    raise ProtocolViolation("a function_call input item needs its call_id")
+                order[cid] = None
+                if isinstance(item.get("id"), str):
+                    item_ids[item["id"]] = cid
+            elif kind == "function_call_output":
+                cid = item.get("call_id")
+                if not isinstance(cid, str) or cid not in order:
+                    if isinstance(cid, str) and cid in item_ids and item_ids[cid] != cid:
+                        raise ProtocolViolation(
+                            f"function_call_output is keyed by the item id {cid!r}; "
+                            f"use the call_id {item_ids[cid]!r}"
+                        )
+                    if cid in later_calls:
+                        raise ProtocolViolation(f"function_call_output for {cid!r} comes before its call")
+                    hint = "" if previous is not None or not chained else " (previous turn not given)"
+                    raise ProtocolViolation(f"function_call_output for unknown call_id {cid!r}{hint}")
                 if not isinstance(item.get("output"), str | list):
                     raise ProtocolViolation("function_call_output.output must be a string or a list of parts")
-        for cid in outputs:
-            if cid not in calls:
-                raise ProtocolViolation(f"function_call_output for unknown call_id {cid!r}")
-        for cid in set(calls):
-            n = outputs.count(cid)
+                answered[cid] = answered.get(cid, 0) + 1
+        if previous is not None and previous.finish is Finish.TOOL_PROPOSALS:
+            for call in previous.calls:
+                if not call.synthetic_id and call.call_id not in order:
+                    raise ProtocolViolation(
+                        f"call_id {call.call_id!r} of the turn being answered is not in the request "
+                        "(its function_call must be replayed unchanged, D8)"
+                    )
+        for cid in order:
+            n = answered.get(cid, 0)
             if n != 1:
-                raise ProtocolViolation(f"call_id {cid!r} is answered {n} times; it must be answered exactly once")
+                raise ProtocolViolation(
+                    f"call_id {cid!r} is answered {n} times; it must be answered exactly once"
+                )
 
 
 ADAPTER = OpenAIResponsesAdapter()

@@ -7,46 +7,118 @@
   becomes required (the model sends null, which validation accepts); an optional property that does
   not admit null cannot be expressed strictly, so the tool is declared with ``strict: false`` instead
   of silently changing its meaning.
+
+Both walk schemas keyword by keyword: names under ``properties`` are property names, never keywords
+(a property may be called ``definitions`` or ``$ref``), and values of ``default``, ``enum``,
+``const`` and ``examples`` are data, never schemas.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from ..core.errors import UnsupportedSchema
 
+# keyword -> how its value holds sub-schemas
+_SCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas")
+_SCHEMA_ONE = (
+    "items",
+    "additionalProperties",
+    "additionalItems",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_DEF_KEYS = ("$defs", "definitions")
+
+
+def _map_subschemas(node: dict[str, Any], fn: Callable[[Any], Any]) -> dict[str, Any]:
+    """A copy of one schema object with ``fn`` applied to each direct sub-schema."""
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: fn(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_ONE and isinstance(value, dict):
+            out[key] = fn(value)
+        elif key in (*_SCHEMA_LISTS, "items") and isinstance(value, list):
+            out[key] = [fn(sub) for sub in value]
+        else:
+            out[key] = value
+    return out
+
+
+def _subschemas(node: dict[str, Any]) -> list[Any]:
+    subs: list[Any] = []
+    for key, value in node.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            subs.extend(value.values())
+        elif key in _SCHEMA_ONE and isinstance(value, dict):
+            subs.append(value)
+        elif key in (*_SCHEMA_LISTS, "items") and isinstance(value, list):
+            subs.extend(value)
+    return subs
+
+
+def _pointer_token(token: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(token).replace("~1", "/").replace("~0", "~")
+
 
 def inline_refs(schema: dict[str, Any], tool: str = "?") -> dict[str, Any]:
-    defs: dict[str, Any] = {}
-    defs.update(schema.get("definitions", {}))
-    defs.update(schema.get("$defs", {}))
+    defs: dict[str, dict[str, Any]] = {}
+    for key in _DEF_KEYS:
+        table = schema.get(key)
+        defs[key] = table if isinstance(table, dict) else {}
+
+    def target_of(ref: str) -> tuple[str, Any]:
+        for key in _DEF_KEYS:
+            prefix = f"#/{key}/"
+            if ref.startswith(prefix):
+                name = _pointer_token(ref[len(prefix) :])
+                if "/" not in ref[len(prefix) :] and name in defs[key]:
+                    return f"{key}/{name}", defs[key][name]
+        raise UnsupportedSchema(f"tool {tool!r}: cannot resolve $ref {ref!r}")
 
     def resolve(node: Any, stack: tuple[str, ...]) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                name = ref.rsplit("/", 1)[-1]
-                if not ref.startswith(("#/$defs/", "#/definitions/")) or name not in defs:
-                    raise UnsupportedSchema(f"tool {tool!r}: cannot resolve $ref {ref!r}")
-                if name in stack:
-                    raise UnsupportedSchema(f"tool {tool!r}: recursive schema via {ref!r} cannot be inlined")
-                target = resolve(defs[name], (*stack, name))
-                extra = {k: resolve(v, stack) for k, v in node.items() if k != "$ref"}
-                return {**target, **extra} if extra else target
-            return {k: resolve(v, stack) for k, v in node.items() if k not in ("$defs", "definitions")}
-        if isinstance(node, list):
-            return [resolve(v, stack) for v in node]
-        return node
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            name, target = target_of(ref)
+            if name in stack:
+                raise UnsupportedSchema(f"tool {tool!r}: recursive schema via {ref!r} cannot be inlined")
+            resolved = resolve(target, (*stack, name))
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            if not rest:
+                return resolved
+            extra = _map_subschemas(rest, lambda sub: resolve(sub, stack))
+            return {**resolved, **extra} if isinstance(resolved, dict) else extra
+        body = {k: v for k, v in node.items() if k not in _DEF_KEYS}
+        return _map_subschemas(body, lambda sub: resolve(sub, stack))
 
     out = resolve(schema, ())
-    assert isinstance(out, dict)
+    if not isinstance(out, dict):
+        raise UnsupportedSchema(f"tool {tool!r}: the parameters schema must be a JSON object")
     return out
 
 
 def _admits_null(node: dict[str, Any]) -> bool:
     t = node.get("type")
     if t == "null" or (isinstance(t, list) and "null" in t):
+        return True
+    if "const" in node and node["const"] is None:
+        return True
+    enum = node.get("enum")
+    if isinstance(enum, list) and None in enum and "type" not in node:
         return True
     for key in ("anyOf", "oneOf"):
         options = node.get(key)
@@ -55,18 +127,28 @@ def _admits_null(node: dict[str, Any]) -> bool:
     return False
 
 
+def _is_object(node: dict[str, Any]) -> bool:
+    t = node.get("type")
+    return t == "object" or (isinstance(t, list) and "object" in t) or "properties" in node
+
+
 def openai_strict(schema: dict[str, Any], tool: str = "?") -> tuple[dict[str, Any], bool]:
     """Return (schema, strict_ok)."""
-    out = copy.deepcopy(inline_refs(schema, tool))
+    inlined = inline_refs(schema, tool)
+    out = copy.deepcopy(inlined)  # inlined shares data values (enum, default) with the caller's schema
     ok = True
 
     def walk(node: Any) -> None:
         nonlocal ok
         if not isinstance(node, dict):
             return
-        if node.get("type") == "object" or "properties" in node:
+        if _is_object(node):
             props = node.get("properties", {})
-            required = list(node.get("required", []))
+            if not isinstance(props, dict):
+                ok = False
+                props = {}
+            listed = node.get("required", [])
+            required = [r for r in listed if isinstance(r, str)] if isinstance(listed, list) else []
             for name, sub in props.items():
                 if name not in required:
                     if isinstance(sub, dict) and _admits_null(sub):
@@ -75,19 +157,13 @@ def openai_strict(schema: dict[str, Any], tool: str = "?") -> tuple[dict[str, An
                     else:
                         ok = False
             node["required"] = required
-            if node.get("additionalProperties") not in (False, None):
+            if node.get("additionalProperties") not in (False, None) or node.get("patternProperties"):
                 ok = False
             node["additionalProperties"] = False
-        for sub in node.get("properties", {}).values():
+        for sub in _subschemas(node):
             walk(sub)
-        for key in ("items", "additionalProperties", "not"):
-            if isinstance(node.get(key), dict):
-                walk(node[key])
-        for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-            for sub in node.get(key, []) or []:
-                walk(sub)
 
     walk(out)
     if not ok:
-        return inline_refs(schema, tool), False
+        return copy.deepcopy(inlined), False
     return out, True

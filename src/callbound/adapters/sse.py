@@ -1,26 +1,37 @@
 """One incremental reader for server-sent events and JSON-lines streams, shared by all adapters.
 
-- SSE: ``event:``/``data:``/``id:``/``retry:`` fields, comments (``:``), LF, CRLF or CR line ends,
-  multi-line ``data``; a blank line dispatches. ``event:`` lines are optional: adapters dispatch on the
-  payload's own type field.
+- SSE: ``event:``/``data:``/``id:``/``retry:`` fields, comments (``:``), LF, CRLF or CR line ends
+  (and only those: U+2028, NEL and the other characters ``str.splitlines`` treats as line ends are
+  data), multi-line ``data``; a blank line dispatches. ``event:`` lines are optional: adapters
+  dispatch on the payload's own type field. A leading byte-order mark is dropped.
 - JSON-lines: one JSON payload per line (some recordings store streams so).
 - ``[DONE]`` is passed through as the string ``"[DONE]"``.
 - End of input (D33): a final event whose data is complete is dispatched even without its blank
-  line; a line cut off mid-way (no line end, and its data is not complete JSON) is never dispatched.
+  line; a line cut off mid-way (no line end, and its data is not complete JSON) is never dispatched,
+  and neither is an event whose last data line was cut off, nor a cut multi-byte character.
+- Payloads are parsed like bodies (``loads_body``): a duplicated key is marked, not merged away, so
+  object-style arguments in stream events are rejected like those in plain bodies (D5).
 
-Work is linear in the input: chunks are split once, and a partial line is carried over only once.
+Work is linear in the input: each chunk is scanned once; a partial line is kept as a list of pieces
+and joined once, when its line end arrives.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.arguments import loads_body
 from ..core.errors import ProtocolViolation
 
 DONE = "[DONE]"
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_NON_DATA_FIELDS = ("event:", "id:", "retry:", ":")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,53 +43,77 @@ class SSEEvent:
 class SSEReader:
     """Feed bytes as they arrive; get complete events back."""
 
-    __slots__ = ("_buf", "_data", "_decoder", "_event", "_mode", "_pending_cr")
+    __slots__ = ("_data", "_decoder", "_event", "_mode", "_parts", "_pending_cr", "_started")
 
     def __init__(self) -> None:
-        import codecs
-
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
-        self._buf = ""
+        self._parts: list[str] = []  # pieces of the current partial line
         self._data: list[str] = []
         self._event: str | None = None
         self._mode: str | None = None  # "sse" | "jsonl", decided on the first non-blank line
         self._pending_cr = False
+        self._started = False
 
     def feed(self, chunk: bytes | str) -> list[SSEEvent]:
-        text = self._decoder.decode(chunk) if isinstance(chunk, bytes) else chunk
+        if isinstance(chunk, bytes):
+            try:
+                text = self._decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                raise ProtocolViolation(f"stream is not UTF-8: {exc}") from exc
+        else:
+            text = chunk
         if not text:
             return []
-        if self._pending_cr and text.startswith("\n"):
-            text = text[1:]  # the LF of a CRLF split across chunks
-        self._pending_cr = False
-        text = self._buf + text
-        lines = text.splitlines(keepends=True)
+        if not self._started:
+            self._started = True
+            text = text.removeprefix("\ufeff")
+        if self._pending_cr:
+            self._pending_cr = False
+            if text.startswith("\n"):
+                text = text[1:]  # the LF of a CRLF split across chunks
+        last = max(text.rfind("\n"), text.rfind("\r"))
+        if last < 0:
+            if text:
+                self._parts.append(text)
+            return []
+        head, tail = text[: last + 1], text[last + 1 :]
+        if self._parts:
+            self._parts.append(head)
+            head = "".join(self._parts)
+            self._parts = []
+        if tail:
+            self._parts.append(tail)
+        # A CR that ends the chunk may be the first half of a CRLF whose LF comes in the next chunk.
+        self._pending_cr = not tail and head.endswith("\r")
         out: list[SSEEvent] = []
-        self._buf = ""
-        if lines and not lines[-1].endswith(("\n", "\r")):
-            self._buf = lines.pop()
-        if lines and lines[-1].endswith("\r"):
-            self._pending_cr = True
+        lines = _LINE_END.split(head)
+        lines.pop()  # the empty string after the last line end
         for line in lines:
-            self._line(line.rstrip("\r\n"), out)
+            self._line(line, out)
         return out
 
     def close(self) -> list[SSEEvent]:
         """End of input. Dispatch a last event whose data is complete (D33)."""
-        tail = self._decoder.decode(b"", final=True)
+        cut_character = False
+        try:
+            tail = self._decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            tail, cut_character = "", True
+        rest = "".join(self._parts) + tail
+        self._parts = []
         out: list[SSEEvent] = []
-        rest = self._buf + tail
-        self._buf = ""
-        if rest:
-            candidate = rest.rstrip("\r\n")
-            if self._line_is_complete(candidate):
-                self._line(candidate, out)
+        if rest or cut_character:
+            if not cut_character and self._line_is_complete(rest):
+                self._line(rest, out)
+            elif self._mode != "jsonl" and not (rest.startswith(_NON_DATA_FIELDS) and not cut_character):
+                # A cut data line (or a cut character): the event it belonged to is incomplete.
+                self._data = []
         if self._data:
             data = "\n".join(self._data)
             if _complete_json(data):
                 out.append(SSEEvent(self._event, data))
-            self._data = []
-            self._event = None
+        self._data = []
+        self._event = None
         return out
 
     def _line_is_complete(self, line: str) -> bool:
@@ -94,7 +129,8 @@ class SSEReader:
             stripped = line.strip()
             if not stripped:
                 return
-            self._mode = "jsonl" if stripped.startswith(("{", "[")) and not stripped.startswith("[DONE]") else "sse"
+            jsonl = stripped.startswith(("{", "[")) and not stripped.startswith(DONE)
+            self._mode = "jsonl" if jsonl else "sse"
         if self._mode == "jsonl":
             if line.strip():
                 out.append(SSEEvent(None, line.strip()))
@@ -122,7 +158,7 @@ def _complete_json(data: str) -> bool:
         return True
     try:
         json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 
@@ -133,8 +169,8 @@ def decode_event(ev: SSEEvent) -> dict[str, Any] | str:
     if data == DONE:
         return DONE
     try:
-        value = json.loads(data)
-    except ValueError as exc:
+        value = loads_body(data)
+    except (ValueError, RecursionError) as exc:
         raise ProtocolViolation(f"stream event is not JSON: {data[:80]!r}") from exc
     if not isinstance(value, dict):
         raise ProtocolViolation(f"stream event is not a JSON object: {data[:80]!r}")
@@ -156,17 +192,16 @@ def iter_payloads(chunks: Iterable[bytes | str]) -> Iterator[dict[str, Any] | st
 
 def looks_like_stream(text: str) -> str:
     """Classify input for ``callbound parse``: "json" (one body), "sse" or "jsonl"."""
-    stripped = text.lstrip()
-    if stripped.startswith(("event:", "data:", ":", "id:")):
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith(("event:", "data:", ":", "id:", "retry:")):
         return "sse"
-    if stripped.startswith("{"):
-        first, _, rest = stripped.partition("\n")
+    if stripped.startswith(("{", "[")):
         try:
             json.loads(stripped)
             return "json"
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
-        if rest.strip():
+        if stripped.startswith("{") and _LINE_END.search(stripped.rstrip()):
             return "jsonl"
         return "json"
     return "sse"
