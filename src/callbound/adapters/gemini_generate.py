@@ -1,0 +1,698 @@
+"""Gemini generateContent / streamGenerateContent adapter (``gemini-generate``). Facts: WIRE.md section 4.
+
+- Calls are ``functionCall`` parts of the first candidate. ``functionCall.id`` is optional (older models
+  send none): an id-less call gets ``response_id:part_index`` (D7), flagged synthetic and never sent
+  back; its ``functionResponse`` goes without ``id`` and pairs with the call by name and position.
+- Finish (D1, D31, D34): ``promptFeedback.blockReason`` and the policy reasons (``SAFETY``,
+  ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII``, ``MODEL_ARMOR``, ``IMAGE_*``) → REFUSAL;
+  ``STOP`` → TOOL_PROPOSALS with functionCall parts, else FINAL_TEXT; ``MAX_TOKENS`` → TRUNCATED;
+  ``MALFORMED_FUNCTION_CALL`` → API_FAILURE retryable; ``UNEXPECTED_TOOL_CALL``, ``TOO_MANY_TOOL_CALLS``,
+  ``LANGUAGE``, ``OTHER`` → API_FAILURE fatal; anything else → API_FAILURE(unknown_stop_reason).
+  ``reason`` is the raw value lower-cased.
+- Continuation (D8): the candidate's ``content`` exactly as received (part order, ``thoughtSignature`` on
+  the part it came on). Only a missing ``role`` is filled in (``model``): a multi-turn request needs it.
+- Results: one ``user`` content holding one ``functionResponse`` part per call, in call order, whose
+  ``response`` is the ``model_result`` object itself (D8).
+- Tool schema (D9): ``gemini_schema`` (documented there).
+- Settings: ``model`` is not part of the body (it is in the URL; transports read it, provenance keeps
+  it); ``temperature``/``max_output_tokens`` → ``generationConfig``; ``tool_choice`` → ``toolConfig``;
+  ``extra`` is deep-merged last. ``stream`` changes the endpoint, not the body. There is no
+  server-side continuation: the whole transcript is replayed.
+- Usage (D27): input = ``promptTokenCount`` (cached tokens included) + ``toolUsePromptTokenCount``;
+  output = ``candidatesTokenCount`` + ``thoughtsTokenCount``; absent → None.
+- Streaming: every chunk is a whole GenerateContentResponse holding only new parts. Parts of all chunks
+  are concatenated; consecutive plain text parts are merged (a part with a signature never is, and an
+  empty unsigned text part, as closing chunks carry, is dropped). Vertex
+  ``partialArgs`` calls are assembled linearly (``gemini_schema.PartialArgs``). Terminal: end of stream after a
+  chunk with ``finishReason`` (or a blocked prompt); otherwise the stream was cut.
+- Errors (D26, D30, D32): ``{"error": {code, message, status, details}}``. 429 is retryable unless the
+  details show a quota that waiting cannot fix: a per-day quota (``quotaId`` containing ``PerDay``), a
+  quota of zero, or an ``ErrorInfo`` reason about billing. Per-minute quotas are transient and retried.
+  ``Retry-After`` wins over ``RetryInfo.retryDelay``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.errors import ProtocolViolation, UsageError
+from ..core.registry import ToolDeclaration
+from ..core.types import (
+    ArgumentsProgress,
+    CallReady,
+    CallStarted,
+    Failure,
+    Finish,
+    ModelTurn,
+    Progress,
+    Provenance,
+    RawFailure,
+    ToolCall,
+    Usage,
+)
+from .base import (
+    StreamCaps,
+    decode_body,
+    failure_turn,
+    http_retryable,
+    make_call,
+    retry_after_seconds,
+    stream_cut_turn,
+    synthetic_response_id,
+    too_large_turn,
+)
+from .gemini_schema import PartialArgs, gemini_schema, google_error_details
+
+API = "gemini-generate"
+PROVIDER = "google"
+REVISION = "gemini-generate/1"
+
+_IMAGE_REASONS = ("IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION")
+REFUSAL_REASONS = frozenset(
+    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "MODEL_ARMOR"}
+)
+REFUSAL_REASONS |= frozenset(_IMAGE_REASONS)
+FATAL_REASONS = frozenset({"UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "LANGUAGE", "OTHER"})
+RETRYABLE_RPC = frozenset({"UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "ABORTED", "RESOURCE_EXHAUSTED"})
+_TOOL_CHOICE = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+
+
+def _provenance(model: Any) -> Provenance:
+    return Provenance(PROVIDER, API, model if isinstance(model, str) else None, REVISION)
+
+
+def _count(meta: dict[str, Any], *keys: str) -> int | None:
+    values = [meta[k] for k in keys if isinstance(meta.get(k), int) and not isinstance(meta.get(k), bool)]
+    return sum(values) if values else None
+
+
+def _usage(meta: Any) -> Usage:
+    if not isinstance(meta, dict):
+        return Usage()
+    # D27: promptTokenCount already includes cachedContentTokenCount; thoughts are generated tokens.
+    return Usage(
+        _count(meta, "promptTokenCount", "toolUsePromptTokenCount"),
+        _count(meta, "candidatesTokenCount", "thoughtsTokenCount"),
+    )
+
+
+def _first_candidate(resp: dict[str, Any]) -> dict[str, Any] | None:
+    cands = resp.get("candidates")
+    if isinstance(cands, list) and cands and isinstance(cands[0], dict):
+        return cands[0]
+    return None
+
+
+def turn_from_body(
+    resp: dict[str, Any],
+    raw_sha256: str,
+    *,
+    model: str | None = None,
+    arg_errors: dict[int, str] | None = None,
+    truncated_reason: str | None = None,
+) -> ModelTurn:
+    """Map a complete GenerateContentResponse (plain body or rebuilt stream) to a ModelTurn.
+
+    ``arg_errors`` overrides the argument error of calls assembled from a stream (by part index);
+    ``truncated_reason`` marks a STOP turn whose last streamed call could not be completed (D34)."""
+    prov = _provenance(model or resp.get("modelVersion"))
+    rid = resp.get("responseId")
+    rid = rid if isinstance(rid, str) and rid else synthetic_response_id(raw_sha256)
+    usage = _usage(resp.get("usageMetadata"))
+    cand = _first_candidate(resp)
+    content = cand.get("content") if cand else None
+    parts = content.get("parts") if isinstance(content, dict) else None
+    parts = parts if isinstance(parts, list) else []
+
+    calls: list[ToolCall] = []
+    text: list[str] = []
+    for index, part in enumerate(parts):
+        if not isinstance(part, dict):
+            continue
+        if isinstance(part.get("text"), str) and not part.get("thought"):
+            text.append(part["text"])
+        fc = part.get("functionCall")
+        if not isinstance(fc, dict):
+            continue
+        cid = fc.get("id") if isinstance(fc.get("id"), str) and fc.get("id") else None
+        args = fc.get("args", {})
+        # A non-object args value is passed on as text so that it surfaces as an arguments error.
+        raw_args = args if isinstance(args, dict) else json.dumps(args)
+        call = make_call(PROVIDER, API, rid, cid, fc.get("name"), raw_args, index)
+        if arg_errors and index in arg_errors:
+            call = dataclasses.replace(call, arguments=None, arguments_error=arg_errors[index])
+        calls.append(call)
+
+    continuation: tuple[dict[str, Any], ...] = ()
+    if isinstance(content, dict) and parts:
+        continuation = (content if "role" in content else {"role": "model", **content},)
+
+    def turn(
+        finish: Finish,
+        raw: str | None,
+        reason: str | None,
+        failure: Failure | None = None,
+        refusal: Any = None,
+    ) -> ModelTurn:
+        return ModelTurn(
+            api=API,
+            response_id=rid,
+            finish=finish,
+            raw_stop_reason=raw,
+            reason=reason,
+            calls=tuple(calls),  # kept for display; only TOOL_PROPOSALS turns execute
+            text="".join(text),
+            refusal=refusal if isinstance(refusal, str) else None,
+            usage=usage,
+            continuation=continuation,
+            provenance=prov,
+            raw_sha256=raw_sha256,
+            failure=failure,
+        )
+
+    feedback = resp.get("promptFeedback")
+    if (
+        isinstance(feedback, dict)
+        and isinstance(feedback.get("blockReason"), str)
+        and feedback["blockReason"]
+    ):
+        # D31: a blocked prompt wins over anything else in the response.
+        block = feedback["blockReason"]
+        return turn(Finish.REFUSAL, block, block.lower(), refusal=feedback.get("blockReasonMessage") or block)
+    if cand is None:
+        return turn(Finish.API_FAILURE, None, "unknown_stop_reason", Failure("status", False))
+    fr = cand.get("finishReason")
+    raw = fr if isinstance(fr, str) else None
+    if raw in REFUSAL_REASONS:
+        return turn(Finish.REFUSAL, raw, raw.lower(), refusal=cand.get("finishMessage") or raw)
+    if raw == "STOP":
+        if truncated_reason:
+            return turn(Finish.TRUNCATED, raw, truncated_reason)
+        return turn(Finish.TOOL_PROPOSALS if calls else Finish.FINAL_TEXT, raw, None)
+    if raw == "MAX_TOKENS":
+        return turn(Finish.TRUNCATED, raw, "max_tokens")
+    if raw == "MALFORMED_FUNCTION_CALL":
+        return turn(Finish.API_FAILURE, raw, raw.lower(), Failure("status", True, None, None, raw))
+    if raw in FATAL_REASONS:
+        return turn(Finish.API_FAILURE, raw, raw.lower(), Failure("status", False, None, None, raw))
+    return turn(Finish.API_FAILURE, raw, "unknown_stop_reason", Failure("status", False, None, None, raw))
+
+
+# ---- errors ---------------------------------------------------------------------------------------
+
+
+def error_turn(
+    err: dict[str, Any],
+    raw_sha256: str,
+    status: int | None,
+    headers: dict[str, str],
+    kind: str,
+    model: Any = None,
+) -> ModelTurn:
+    """An API_FAILURE turn for an error body or stream error (D32: raw is the HTTP status if any)."""
+    rpc = err.get("status") if isinstance(err.get("status"), str) else None
+    code = err.get("code") if isinstance(err.get("code"), int) else None
+    delay, detail, permanent = google_error_details(err)
+    effective = status if status is not None else code
+    if effective is not None:
+        retryable = http_retryable(effective, "http") and not permanent
+    else:
+        retryable = rpc in RETRYABLE_RPC and not permanent
+    raw = str(status) if status is not None else (rpc or (str(code) if code is not None else "error"))
+    reason = "quota_exceeded" if permanent else ("rate_limited" if effective == 429 else "api_error")
+    header_delay = retry_after_seconds(headers)
+    return failure_turn(
+        API,
+        _provenance(model),
+        raw_sha256,
+        response_id=None,
+        raw_stop_reason=raw,
+        reason=reason,
+        failure=Failure(
+            kind, retryable, status, rpc, detail, header_delay if header_delay is not None else delay
+        ),
+    )
+
+
+# ---- streaming ------------------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+class _PartialCall:
+    """A call streamed as Vertex ``partialArgs`` (WIRE.md 4.7): the opening part's other keys
+    (``thoughtSignature``) stay with it; the values go into a ``PartialArgs`` tree."""
+
+    def __init__(self, index: int, part: dict[str, Any], fc: dict[str, Any]) -> None:
+        self.index = index
+        self.extra = {k: v for k, v in part.items() if k != "functionCall"}
+        self.name = fc.get("name")
+        self.id = fc.get("id") if isinstance(fc.get("id"), str) and fc.get("id") else None
+        self.args = PartialArgs()
+
+    def finalise(self) -> tuple[dict[str, Any], str | None]:
+        args, error = self.args.finalise()
+        fc: dict[str, Any] = {"name": self.name}
+        if self.id:
+            fc["id"] = self.id
+        fc["args"] = args
+        return {"functionCall": fc, **self.extra}, error
+
+
+class _TextRun:
+    __slots__ = ("fragments", "thought")
+
+    def __init__(self, thought: Any) -> None:
+        self.fragments: list[str] = []
+        self.thought = thought
+
+
+class _Assembler:
+    """Streaming assembly for streamGenerateContent chunks (WIRE.md 4.7)."""
+
+    def __init__(self, caps: StreamCaps, model: str | None) -> None:
+        self._caps = caps
+        self._model = model
+        self._rid: str | None = None
+        self._model_version: str | None = None
+        self._role: Any = "model"
+        self._parts: list[dict[str, Any] | _TextRun | _PartialCall] = []
+        self._open: _PartialCall | None = None
+        self._call_bytes: dict[int, int] = {}
+        self._total = 0
+        self._arg_errors: dict[int, str] = {}
+        self._truncated: str | None = None
+        self._finish: str | None = None
+        self._finish_message: Any = None
+        self._feedback: dict[str, Any] | None = None
+        self._usage: dict[str, Any] | None = None
+        self._error: dict[str, Any] | None = None
+        self._malformed: str | None = None
+        self._aborted = False
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    def _cid(self, index: int, real: Any) -> str:
+        if isinstance(real, str) and real:
+            return real
+        return f"{self._rid}:{index}" if self._rid else f"#{index}"
+
+    def _count(self, index: int, size: int) -> bool:
+        self._call_bytes[index] = self._call_bytes.get(index, 0) + size
+        self._total += size
+        if self._call_bytes[index] > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
+            self._aborted = True
+            self._parts.clear()  # stop buffering: nothing of this stream will be used
+            self._open = None
+            return False
+        return True
+
+    def feed(self, event: dict[str, Any] | str) -> list[Progress]:
+        if not isinstance(event, dict) or self._aborted:
+            return []
+        if isinstance(event.get("error"), dict):
+            self._error = event["error"]
+            return []
+        if isinstance(event.get("responseId"), str) and not self._rid:
+            self._rid = event["responseId"]
+        if isinstance(event.get("modelVersion"), str):
+            self._model_version = event["modelVersion"]
+        if isinstance(event.get("promptFeedback"), dict) and event["promptFeedback"].get("blockReason"):
+            self._feedback = event["promptFeedback"]
+        meta = event.get("usageMetadata")
+        if isinstance(meta, dict) and _count(meta, "promptTokenCount", "candidatesTokenCount") is not None:
+            self._usage = meta  # running totals; Vertex middle chunks carry only trafficType
+        cand = _first_candidate(event)
+        if cand is None:
+            return []
+        out: list[Progress] = []
+        content = cand.get("content")
+        if isinstance(content, dict):
+            self._role = content.get("role", self._role)
+            for part in content.get("parts") or []:
+                if isinstance(part, dict):
+                    out.extend(self._part(part))
+                if self._aborted:
+                    return []
+        if isinstance(cand.get("finishReason"), str):
+            self._finish = cand["finishReason"]
+            self._finish_message = cand.get("finishMessage")
+            if self._open is not None:  # D34: finalised at the finish chunk; it must parse
+                out.extend(self._close(at_finish=True))
+        return out
+
+    def _part(self, part: dict[str, Any]) -> list[Progress]:
+        if set(part) <= {"text", "thought"} and isinstance(part.get("text"), str):
+            thought = part.get("thought", _MISSING)
+            last = self._parts[-1] if self._parts else None
+            if not (isinstance(last, _TextRun) and last.thought == thought):
+                last = _TextRun(thought)
+                self._parts.append(last)
+            last.fragments.append(part["text"])
+            return []
+        fc = part.get("functionCall")
+        if not isinstance(fc, dict):
+            self._parts.append(part)
+            return []
+        out: list[Progress] = []
+        if not fc:  # the empty terminator of a partialArgs call
+            return self._close() if self._open is not None else []
+        if "name" in fc and self._open is not None:
+            out.extend(self._close())  # a new call begins: the previous one ended without a terminator
+        index = len(self._parts)
+        if "name" in fc and "partialArgs" not in fc and fc.get("willContinue") is not True:
+            cid = self._cid(index, fc.get("id"))
+            size = len(
+                json.dumps(fc.get("args", {}), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            )
+            if not self._count(index, size):
+                return []
+            self._parts.append(part)
+            return [*out, CallStarted(cid, str(fc.get("name"))), ArgumentsProgress(cid, size), CallReady(cid)]
+        if "name" in fc:
+            self._open = _PartialCall(index, part, fc)
+            self._parts.append(self._open)
+            out.append(CallStarted(self._cid(index, self._open.id), str(fc.get("name"))))
+        elif self._open is None:
+            self._malformed = "partialArgs arrived without an open call"
+            return out
+        else:
+            self._open.extra.update({k: v for k, v in part.items() if k != "functionCall"})
+        call = self._open
+        size = sum(call.args.apply(entry) for entry in fc.get("partialArgs") or [])
+        if size:
+            if not self._count(call.index, size):
+                return []
+            out.append(ArgumentsProgress(self._cid(call.index, call.id), self._call_bytes[call.index]))
+        if fc.get("willContinue") is not True:
+            out.extend(self._close())
+        return out
+
+    def _close(self, at_finish: bool = False) -> list[Progress]:
+        call = self._open
+        assert call is not None
+        self._open = None
+        part, error = call.finalise()
+        self._parts[call.index] = part
+        if error is not None:
+            self._arg_errors[call.index] = error
+            if at_finish:
+                self._truncated = "arguments_incomplete"
+        return [CallReady(self._cid(call.index, call.id))]
+
+    def finish(self, raw_sha256: str) -> ModelTurn:
+        model = self._model or self._model_version
+        prov = _provenance(model)
+        if self._aborted:
+            return too_large_turn(API, prov, raw_sha256, self._rid)
+        if self._error is not None:
+            turn = error_turn(self._error, raw_sha256, None, {}, "error_event", model)
+            return dataclasses.replace(turn, response_id=self._rid or turn.response_id)
+        if self._malformed is not None:
+            return failure_turn(
+                API, prov, raw_sha256, response_id=self._rid, raw_stop_reason=self._finish,
+                reason="malformed_stream", failure=Failure("error_event", True, None, None, self._malformed),
+            )  # fmt: skip
+        if self._finish is None and self._feedback is None:
+            return stream_cut_turn(API, prov, raw_sha256, self._rid)
+        parts: list[dict[str, Any]] = []
+        for p in self._parts:
+            if isinstance(p, _TextRun):
+                joined = "".join(p.fragments)
+                if joined:  # an empty unsigned text part (a closing chunk's) carries nothing
+                    parts.append(
+                        {"text": joined} if p.thought is _MISSING else {"text": joined, "thought": p.thought}
+                    )
+            elif isinstance(p, _PartialCall):  # opened after the finish chunk and never closed
+                part, error = p.finalise()
+                parts.append(part)
+                self._arg_errors[p.index] = error or "the call was still open when the stream ended"
+                self._truncated = "arguments_incomplete"
+            else:
+                parts.append(p)
+        resp: dict[str, Any] = {"responseId": self._rid, "modelVersion": self._model_version}
+        if self._finish is not None or parts:
+            cand: dict[str, Any] = {
+                "content": {"role": self._role, "parts": parts},
+                "finishReason": self._finish,
+            }
+            if self._finish_message is not None:
+                cand["finishMessage"] = self._finish_message
+            resp["candidates"] = [cand]
+        if self._feedback is not None:
+            resp["promptFeedback"] = self._feedback
+        if self._usage is not None:
+            resp["usageMetadata"] = self._usage
+        return turn_from_body(
+            resp, raw_sha256, model=model, arg_errors=self._arg_errors, truncated_reason=self._truncated
+        )
+
+
+# ---- the adapter ----------------------------------------------------------------------------------
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merged = dict(base[key])
+            _deep_merge(merged, value)
+            base[key] = merged
+        else:
+            base[key] = value
+
+
+def _tool_config(choice: Any) -> dict[str, Any] | None:
+    if choice is None:
+        return None
+    if isinstance(choice, dict) and isinstance(choice.get("name"), str):
+        return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [choice["name"]]}}
+    if isinstance(choice, str) and choice in _TOOL_CHOICE:
+        return {"functionCallingConfig": {"mode": _TOOL_CHOICE[choice]}}
+    raise UsageError(f"tool_choice {choice!r} is not one of 'auto', 'required', 'none' or {{'name': ...}}")
+
+
+def _parts_of(content: Any, key: str) -> list[dict[str, Any]]:
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return [p[key] for p in parts or [] if isinstance(p, dict) and isinstance(p.get(key), dict)]
+
+
+def _real_id(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _check_answers(where: int, calls: list[dict[str, Any]], responses: list[dict[str, Any]]) -> None:
+    """Calls with ids are answered once by id (a repeated id once, D7); id-less calls by name and position."""
+    names: dict[str, Any] = {}
+    for c in calls:
+        cid = _real_id(c.get("id"))
+        if cid is not None:
+            names.setdefault(cid, c.get("name"))
+    idless = [c.get("name") for c in calls if not _real_id(c.get("id"))]
+    answered: list[str] = []
+    idless_answers: list[Any] = []
+    for r in responses:
+        if not isinstance(r.get("response"), dict):
+            raise ProtocolViolation(f"contents[{where + 1}]: functionResponse.response must be a JSON object")
+        rid = _real_id(r.get("id"))
+        if rid is None:
+            idless_answers.append(r.get("name"))
+            continue
+        if rid not in names:
+            raise ProtocolViolation(f"contents[{where + 1}]: functionResponse for unknown call id {rid!r}")
+        if r.get("name") != names[rid]:
+            raise ProtocolViolation(
+                f"contents[{where + 1}]: functionResponse {rid!r} names {r.get('name')!r}"
+            )
+        answered.append(rid)
+    for cid in names:
+        n = answered.count(cid)
+        if n != 1:
+            raise ProtocolViolation(
+                f"call id {cid!r} is answered {n} times; it must be answered exactly once"
+            )
+    if idless_answers != idless:
+        raise ProtocolViolation(
+            f"contents[{where}]: id-less calls {idless} must be answered by name and position, got {idless_answers}"
+        )
+
+
+class GeminiGenerateAdapter:
+    api = API
+    provider = PROVIDER
+    revision = REVISION
+
+    def render_tools(self, declarations: Sequence[ToolDeclaration]) -> list[dict[str, Any]]:
+        if not declarations:
+            return []
+        decls = [
+            {"name": d.name, "description": d.description, "parameters": gemini_schema(d.parameters, d.name)}
+            for d in declarations
+        ]
+        return [{"functionDeclarations": decls}]
+
+    def initial_items(
+        self, user_input: str | None, messages: Sequence[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        items = list(messages)
+        if user_input is not None:
+            items.append({"role": "user", "parts": [{"text": user_input}]})
+        return items
+
+    def turn_items(self, turn: ModelTurn) -> list[dict[str, Any]]:
+        return list(turn.continuation)
+
+    def result_items(
+        self, turn: ModelTurn, results: Sequence[tuple[ToolCall, dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        if not results:
+            return []
+        parts = []
+        for call, model_result in sorted(results, key=lambda r: r[0].output_index):
+            response: dict[str, Any] = {"name": call.name}
+            if not call.synthetic_id:  # D7: a made-up id is never sent; Gemini pairs by name and position
+                response["id"] = call.call_id
+            response["response"] = model_result  # the object itself (D8), not its text
+            parts.append({"functionResponse": response})
+        return [{"role": "user", "parts": parts}]
+
+    def build_request(
+        self,
+        *,
+        items: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        settings: dict[str, Any],
+        instructions: str | None,
+        stream: bool,
+        previous_response_id: str | None = None,
+        new_items: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        # generateContent keeps no server-side state: previous_response_id is ignored and the whole
+        # transcript is replayed. ``stream`` selects streamGenerateContent?alt=sse, not a body field.
+        body: dict[str, Any] = {"contents": items}
+        if instructions:
+            body["systemInstruction"] = {"parts": [{"text": instructions}]}
+        if tools:
+            body["tools"] = tools
+        config = _tool_config(settings.get("tool_choice"))
+        if config is not None:
+            body["toolConfig"] = config
+        generation: dict[str, Any] = {}
+        if settings.get("temperature") is not None:
+            generation["temperature"] = settings["temperature"]
+        if settings.get("max_output_tokens") is not None:
+            generation["maxOutputTokens"] = settings["max_output_tokens"]
+        if generation:
+            body["generationConfig"] = generation
+        # Deep merge, so that extra={"generationConfig": {"thinkingConfig": ...}} keeps the temperature.
+        _deep_merge(body, settings.get("extra") or {})
+        return body
+
+    def parse_response(self, body: bytes | str | dict[str, Any], *, model: str | None = None) -> ModelTurn:
+        data, digest = decode_body(body)
+        if isinstance(data, list):
+            # streamGenerateContent without alt=sse answers with a JSON array of chunks.
+            assembler = self.stream_assembler(model=model)
+            for chunk in data:
+                assembler.feed(chunk if isinstance(chunk, dict) else {})
+            return assembler.finish(digest)
+        if not isinstance(data, dict):
+            raise ProtocolViolation("a generateContent body must be a JSON object")
+        if isinstance(data.get("error"), dict) and "candidates" not in data:
+            return error_turn(data["error"], digest, None, {}, "error_body", model)
+        return turn_from_body(data, digest, model=model)
+
+    def stream_assembler(self, caps: StreamCaps | None = None, *, model: str | None = None) -> _Assembler:
+        return _Assembler(caps or StreamCaps(), model)
+
+    def map_error(self, failure: RawFailure, *, model: str | None = None) -> ModelTurn:
+        raw = failure.body
+        digest = hashlib.sha256(raw if isinstance(raw, bytes) else str(raw or "").encode()).hexdigest()
+        if failure.kind == "stream_cut":
+            return stream_cut_turn(API, _provenance(model), digest, None)
+        if failure.kind == "http":
+            err: Any = None
+            if raw is not None:
+                try:
+                    data, _ = decode_body(raw)
+                except ProtocolViolation:
+                    data = None
+                if isinstance(data, list) and data:  # stream endpoints wrap the error in an array
+                    data = data[0]
+                err = data.get("error") if isinstance(data, dict) else None
+            err = err if isinstance(err, dict) else {}
+            return error_turn(err, digest, failure.status, failure.headers, "http", model)
+        return failure_turn(
+            API,
+            _provenance(model),
+            digest,
+            response_id=None,
+            raw_stop_reason=failure.kind,
+            reason="timeout" if failure.kind == "timeout" else "connection_error",
+            failure=Failure(failure.kind, True, None, None, None, retry_after_seconds(failure.headers)),
+        )
+
+    def check_request(self, body: dict[str, Any], previous: ModelTurn | None = None) -> None:
+        """Every call of a model content is answered exactly once in the user content right after it;
+        the answered turn's model content is echoed unchanged (signatures on the same parts)."""
+        contents = body.get("contents")
+        if not isinstance(contents, list) or not all(isinstance(c, dict) for c in contents):
+            raise ProtocolViolation("a generateContent request needs a contents list of objects")
+        for i, content in enumerate(contents):
+            calls = _parts_of(content, "functionCall")
+            responses = _parts_of(content, "functionResponse")
+            if responses:
+                if content.get("role") != "user":
+                    raise ProtocolViolation(
+                        f"contents[{i}]: functionResponse parts belong in a user-role content"
+                    )
+                if i == 0 or not _parts_of(contents[i - 1], "functionCall"):
+                    raise ProtocolViolation(
+                        f"contents[{i}]: functionResponse without the model's calls before it"
+                    )
+            if calls:
+                if content.get("role") != "model":
+                    raise ProtocolViolation(
+                        f"contents[{i}]: functionCall parts belong in a model-role content"
+                    )
+                following = contents[i + 1] if i + 1 < len(contents) else None
+                if following is None or following.get("role") != "user":
+                    raise ProtocolViolation(f"contents[{i}]: its calls are not answered in the next content")
+                _check_answers(i, calls, _parts_of(following, "functionResponse"))
+        if previous is not None and previous.continuation:
+            self._check_echo(contents, previous)
+
+    @staticmethod
+    def _check_echo(contents: list[dict[str, Any]], previous: ModelTurn) -> None:
+        expected = previous.continuation[0]
+        sent = next((c for c in reversed(contents) if c.get("role") == "model"), None)
+        want = expected.get("parts") or []
+        got = sent.get("parts") if sent is not None else None
+        if not isinstance(got, list) or len(got) != len(want):
+            raise ProtocolViolation(
+                "the answered model content is missing or has a different number of parts"
+            )
+        for k, (w, g) in enumerate(zip(want, got, strict=True)):
+            if (
+                isinstance(w, dict)
+                and "thoughtSignature" in w
+                and (not isinstance(g, dict) or g.get("thoughtSignature") != w["thoughtSignature"])
+            ):
+                raise ProtocolViolation(f"thoughtSignature of part {k} was not echoed unchanged (D8)")
+            if g != w:
+                raise ProtocolViolation(
+                    f"part {k} of the answered model content differs from the model's output"
+                )
+        synthetic = {c.call_id for c in previous.calls if c.synthetic_id}
+        for content in contents:
+            for r in _parts_of(content, "functionResponse"):
+                if r.get("id") in synthetic:
+                    raise ProtocolViolation(f"synthetic call id {r.get('id')!r} was sent to Gemini (D7)")
+
+
+ADAPTER = GeminiGenerateAdapter()

@@ -1,0 +1,631 @@
+"""Gemini Interactions API adapter (``gemini-interactions``). Facts: WIRE.md section 5.
+
+- Two schema generations are read (WIRE.md 5.0): the ``steps`` schema (``Api-Revision: 2026-05-20``,
+  which the transports send; requests are built in it) and the legacy ``outputs`` schema of old
+  recordings. Calls are ``function_call`` steps (legacy: outputs) ``{id, name, arguments}``; ``id``
+  becomes the call id (a missing one gets ``response_id:index``, D7, and is never sent back).
+- Status (D1): ``requires_action`` → TOOL_PROPOSALS (with calls); ``completed`` → TOOL_PROPOSALS if
+  calls else FINAL_TEXT; ``incomplete`` → TRUNCATED (``max_tokens`` when the details say so, else
+  ``incomplete``); ``failed`` → API_FAILURE; ``cancelled`` → API_FAILURE fatal; anything else →
+  API_FAILURE(unknown_stop_reason).
+- Continuation (D8): stateless replay by default: the turn's steps go back unchanged (``thought`` steps
+  with their ``signature``), then the results. Server-side state is opt-in with the runtime's generic
+  ``settings["continuation"] = "previous_response_id"``: the runtime then passes the interaction id as
+  ``previous_response_id``, which goes on the wire as ``previous_interaction_id`` with only the new
+  items. A synthetic id (``store: false`` interactions have none) is never chained; the transcript is
+  replayed instead.
+- Results: ``{"type": "function_result", "call_id", "name", "result": <canonical JSON text>, "is_error"}``.
+  Placement: by default all of a turn's results go in one ``user_input`` step's ``content``, the form
+  the recorded step-2 exchange used successfully (tool-call-step2 recordings, vercel-ai's request);
+  ``GeminiInteractionsAdapter(result_placement="step")`` sends them as top-level steps, the form of
+  Google's own samples. A legacy turn is answered with a legacy ``{"role": "user", "content": [...]}``.
+- Tools: ``{"type": "function", "name", "description", "parameters"}``; parameters are plain JSON
+  Schema with ``$ref`` inlined (``schema.inline_refs``) and ``$schema`` dropped (D9).
+- Settings: ``model``, ``temperature``/``max_output_tokens``/``tool_choice`` → ``generation_config``
+  (``required`` → ``any``; ``{"name": X}`` → ``allowed_tools`` mode ``any`` with ``[X]``), ``store``,
+  ``extra`` deep-merged last, ``stream: true`` in the body.
+- Usage (D27): input = ``total_input_tokens`` (cached included) + ``total_tool_use_tokens``;
+  output = ``total_output_tokens`` + ``total_thought_tokens`` (legacy ``total_reasoning_tokens``).
+- Streaming (WIRE.md 5.6): events carry ``event_type``; assembly is keyed by step index. Steps
+  schema: ``step.start`` (snapshot), ``step.delta`` (``text``, ``thought_signature``,
+  ``thought_summary``, ``arguments_delta`` string fragments), ``step.stop``; legacy: ``content.*``
+  with whole ``function_call`` deltas. Terminal: ``interaction.completed`` (legacy
+  ``interaction.complete``), which carries no steps. No terminal → stream cut; ``error`` → API_FAILURE.
+- Errors: HTTP bodies may be ``google.rpc`` shaped (int ``code`` + ``status`` + ``details``) or carry a
+  string ``code`` (WIRE.md 5.8); both are read. 429 follows the quota rule of ``gemini_schema``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.arguments import parse_arguments
+from ..core.errors import ProtocolViolation, UsageError
+from ..core.registry import ToolDeclaration
+from ..core.types import (
+    ArgumentsProgress,
+    CallReady,
+    CallStarted,
+    Failure,
+    Finish,
+    ModelTurn,
+    Progress,
+    Provenance,
+    RawFailure,
+    ToolCall,
+    Usage,
+)
+from .base import (
+    StreamCaps,
+    decode_body,
+    failure_turn,
+    http_retryable,
+    make_call,
+    result_text,
+    retry_after_seconds,
+    stream_cut_turn,
+    synthetic_response_id,
+    too_large_turn,
+)
+from .gemini_schema import google_error_details
+from .schema import inline_refs
+
+API = "gemini-interactions"
+PROVIDER = "google"
+REVISION = "gemini-interactions/1"
+
+RETRYABLE_CODES = frozenset(
+    {
+        "internal",
+        "unavailable",
+        "overloaded",
+        "deadline_exceeded",
+        "aborted",
+        "resource_exhausted",
+        "server_error",
+    }
+)
+QUOTA_CODES = frozenset({"quota_exceeded", "insufficient_quota", "billing_disabled", "billing_not_active"})
+_TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
+_TERMINAL = ("interaction.completed", "interaction.complete")
+
+
+def _provenance(model: Any) -> Provenance:
+    return Provenance(PROVIDER, API, model if isinstance(model, str) else None, REVISION)
+
+
+def _count(usage: dict[str, Any], *keys: str) -> int | None:
+    values = [usage[k] for k in keys if isinstance(usage.get(k), int) and not isinstance(usage.get(k), bool)]
+    return sum(values) if values else None
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+    thoughts = "total_thought_tokens" if "total_thought_tokens" in raw else "total_reasoning_tokens"
+    return Usage(
+        _count(raw, "total_input_tokens", "total_tool_use_tokens"),
+        _count(raw, "total_output_tokens", thoughts),
+    )
+
+
+def _real_id(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _lower(value: Any) -> str | None:
+    return value.lower().replace("-", "_").replace(" ", "_") if isinstance(value, str) and value else None
+
+
+def _first_error(inter: dict[str, Any]) -> dict[str, Any]:
+    errors = inter.get("errors")
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        return errors[0]
+    return inter["error"] if isinstance(inter.get("error"), dict) else {}
+
+
+def turn_from_interaction(
+    inter: dict[str, Any],
+    raw_sha256: str,
+    *,
+    model: str | None = None,
+    items: list[dict[str, Any]] | None = None,
+    raw_arguments: dict[int, str] | None = None,
+) -> ModelTurn:
+    """Map an Interaction object (plain body, or a stream's terminal snapshot plus rebuilt ``items``).
+
+    ``raw_arguments`` holds the argument text a stream sent for a call (by index): that text, not the
+    object rebuilt for the continuation, is what the strict parser reads (D5)."""
+    prov = _provenance(model or inter.get("model"))
+    rid = _real_id(inter.get("id")) or synthetic_response_id(raw_sha256)
+    legacy = "steps" not in inter and isinstance(inter.get("outputs"), list)
+    if items is None:
+        items = [s for s in inter.get("outputs" if legacy else "steps") or [] if isinstance(s, dict)]
+    calls: list[ToolCall] = []
+    text: list[str] = []
+    for index, item in enumerate(items):
+        kind = item.get("type")
+        if kind == "function_call":
+            args = item.get("arguments")
+            raw_args = args if isinstance(args, dict | str) or args is None else json.dumps(args)
+            if raw_arguments and index in raw_arguments:
+                raw_args = raw_arguments[index]
+            calls.append(
+                make_call(PROVIDER, API, rid, _real_id(item.get("id")), item.get("name"), raw_args, index)
+            )
+        elif kind == "text" and isinstance(item.get("text"), str):  # legacy text output
+            text.append(item["text"])
+        elif kind == "model_output":
+            for c in item.get("content") or []:
+                if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str):
+                    text.append(c["text"])
+    continuation = ({"role": "model", "content": items},) if legacy else tuple(items)
+    status = inter.get("status")
+
+    def turn(
+        finish: Finish, raw: str | None, reason: str | None, failure: Failure | None = None
+    ) -> ModelTurn:
+        return ModelTurn(
+            api=API,
+            response_id=rid,
+            finish=finish,
+            raw_stop_reason=raw,
+            reason=reason,
+            calls=tuple(calls),  # kept for display; only TOOL_PROPOSALS turns execute
+            text="".join(text),
+            refusal=None,
+            usage=_usage(inter.get("usage")),
+            continuation=continuation if items else (),
+            provenance=prov,
+            raw_sha256=raw_sha256,
+            failure=failure,
+        )
+
+    if status == "requires_action" and calls:
+        return turn(Finish.TOOL_PROPOSALS, status, None)
+    if status == "completed":
+        return turn(Finish.TOOL_PROPOSALS if calls else Finish.FINAL_TEXT, status, None)
+    if status == "incomplete":
+        details = inter.get("incomplete_details")
+        why = _lower(details.get("reason")) if isinstance(details, dict) else None
+        if why is not None and "max" in why and "token" in why:
+            why = "max_tokens"
+        return turn(Finish.TRUNCATED, status, why or "incomplete")
+    if status == "failed":
+        err = _first_error(inter)
+        code = err.get("code")
+        name = _lower(code) if isinstance(code, str) else _lower(err.get("status"))
+        retryable = (name in RETRYABLE_CODES) or (isinstance(code, int) and http_retryable(code, "http"))
+        raw = code if isinstance(code, str) and code else "failed"
+        return turn(Finish.API_FAILURE, raw, "api_error", Failure("status", retryable, None, None, name))
+    if status == "cancelled":
+        return turn(Finish.API_FAILURE, status, "cancelled", Failure("status", False))
+    raw_status = status if isinstance(status, str) else None
+    return turn(Finish.API_FAILURE, raw_status, "unknown_stop_reason", Failure("status", False))
+
+
+def error_turn(
+    err: dict[str, Any],
+    raw_sha256: str,
+    status: int | None,
+    headers: dict[str, str],
+    kind: str,
+    model: Any = None,
+) -> ModelTurn:
+    """API_FAILURE for an error body or event; ``code`` may be an HTTP int or a string (WIRE.md 5.8)."""
+    code = err.get("code")
+    int_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    name = _lower(code) if isinstance(code, str) else _lower(err.get("status"))
+    delay, detail, permanent = google_error_details(err)
+    permanent = permanent or name in QUOTA_CODES
+    effective = status if status is not None else int_code
+    if effective is not None:
+        retryable = http_retryable(effective, "http") and not permanent
+    else:
+        retryable = name in RETRYABLE_CODES and not permanent
+    # D32: the HTTP status if there is one, else the provider's code or RPC status as sent.
+    if status is not None:
+        raw = str(status)
+    elif isinstance(code, str) and code:
+        raw = code
+    elif isinstance(err.get("status"), str) and err["status"]:
+        raw = err["status"]
+    else:
+        raw = str(int_code) if int_code is not None else "error"
+    reason = "quota_exceeded" if permanent else ("rate_limited" if effective == 429 else "api_error")
+    header_delay = retry_after_seconds(headers)
+    return failure_turn(
+        API,
+        _provenance(model),
+        raw_sha256,
+        response_id=None,
+        raw_stop_reason=raw,
+        reason=reason,
+        failure=Failure(
+            kind, retryable, status, name, detail, header_delay if header_delay is not None else delay
+        ),
+    )
+
+
+class _Assembler:
+    """Streaming assembly for Interactions events, keyed by step (legacy: content) index."""
+
+    def __init__(self, caps: StreamCaps, model: str | None) -> None:
+        self._caps = caps
+        self._model = model
+        self._rid: str | None = None
+        self._items: dict[int, dict[str, Any]] = {}
+        self._args: dict[int, list[str]] = {}  # arguments_delta fragments, joined once at step.stop
+        self._texts: dict[int, list[str]] = {}
+        self._raw: dict[int, str] = {}  # joined argument text per call, for the strict parser
+        self._call_bytes: dict[int, int] = {}
+        self._announced: set[int] = set()
+        self._total = 0
+        self._legacy = False
+        self._terminal: dict[str, Any] | None = None
+        self._error: dict[str, Any] | None = None
+        self._aborted = False
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    def _cid(self, index: int) -> str:
+        real = _real_id(self._items.get(index, {}).get("id"))
+        return real or (f"{self._rid}:{index}" if self._rid else f"#{index}")
+
+    def _started(self, index: int) -> list[Progress]:
+        """CallStarted once the name is known (legacy content.start carries only the id)."""
+        name = self._items[index].get("name")
+        if index in self._announced or not isinstance(name, str):
+            return []
+        self._announced.add(index)
+        return [CallStarted(self._cid(index), name)]
+
+    def _count(self, index: int, size: int) -> bool:
+        self._call_bytes[index] = self._call_bytes.get(index, 0) + size
+        self._total += size
+        if self._call_bytes[index] > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
+            self._aborted = True
+            self._items.clear()  # stop buffering: nothing of this stream will be used
+            self._args.clear()
+            self._texts.clear()
+            return False
+        return True
+
+    def feed(self, event: dict[str, Any] | str) -> list[Progress]:
+        if not isinstance(event, dict) or self._aborted:
+            return []  # "[DONE]" (tolerated by the SDK) ends nothing: the terminal event does
+        kind = event.get("event_type") or event.get("_event")
+        index = event.get("index")
+        if kind in ("interaction.created", "interaction.start"):
+            inter = event.get("interaction")
+            if isinstance(inter, dict):
+                self._rid = _real_id(inter.get("id")) or self._rid  # store:false streams send id ""
+                self._model = self._model or (inter["model"] if isinstance(inter.get("model"), str) else None)
+            self._legacy = kind == "interaction.start"
+        elif kind in _TERMINAL:
+            inter = event.get("interaction")
+            self._terminal = inter if isinstance(inter, dict) else {}
+        elif kind == "error":
+            self._error = event["error"] if isinstance(event.get("error"), dict) else {}
+        elif kind in ("step.start", "content.start") and isinstance(index, int):
+            snapshot = event.get("step" if kind == "step.start" else "content")
+            self._legacy = self._legacy or kind == "content.start"
+            self._items[index] = dict(snapshot) if isinstance(snapshot, dict) else {}
+            if self._items[index].get("type") == "function_call":
+                self._args[index] = []
+                return self._started(index)
+        elif kind in ("step.delta", "content.delta") and isinstance(index, int):
+            delta = event.get("delta")
+            if isinstance(delta, dict):
+                return self._delta(index, delta)
+        elif kind in ("step.stop", "content.stop") and isinstance(index, int):
+            return self._stop(index)
+        return []
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> list[Progress]:
+        item = self._items.setdefault(index, {})
+        dtype = delta.get("type")
+        if dtype == "text" and isinstance(delta.get("text"), str):
+            self._texts.setdefault(index, []).append(delta["text"])
+        elif dtype == "thought_signature":
+            item["signature"] = delta.get("signature")
+        elif dtype == "thought_summary":
+            item.setdefault("summary", []).append(delta.get("content"))
+        elif dtype == "arguments_delta" and isinstance(delta.get("arguments"), str):
+            fragment = delta["arguments"]
+            if not self._count(index, len(fragment.encode("utf-8"))):
+                return []
+            self._args.setdefault(index, []).append(fragment)
+            return [ArgumentsProgress(self._cid(index), self._call_bytes[index])]
+        elif dtype == "function_call":  # legacy: the whole call in one delta, arguments as an object
+            size = len(json.dumps(delta.get("arguments"), ensure_ascii=False).encode("utf-8"))
+            if not self._count(index, size):
+                return []
+            item.update(delta)
+            return [*self._started(index), ArgumentsProgress(self._cid(index), self._call_bytes[index])]
+        elif dtype in ("image", "audio", "video", "document") and item.get("type") == "model_output":
+            item.setdefault("content", []).append(delta)
+        elif dtype not in ("text_annotation", "text_annotation_delta"):
+            item.update({k: v for k, v in delta.items() if k != "type"})  # built-in tool deltas, whole
+        return []
+
+    def _stop(self, index: int) -> list[Progress]:
+        item = self._items.get(index)
+        if item is None:
+            return []
+        fragments = self._args.pop(index, None)
+        if item.get("type") == "function_call":
+            if fragments:
+                raw = self._raw[index] = "".join(fragments)
+                parsed, _ = parse_arguments(raw)
+                # The object goes back in the continuation; unparseable text stays as received and the
+                # call carries the arguments error.
+                item["arguments"] = parsed if parsed is not None else raw
+            return [CallReady(self._cid(index))]
+        return []
+
+    def _build(self, index: int, item: dict[str, Any]) -> dict[str, Any]:
+        texts = self._texts.get(index)
+        if item.get("type") == "function_call" and self._args.get(index):  # no step.stop came
+            raw = self._raw[index] = "".join(self._args[index])
+            parsed, _ = parse_arguments(raw)
+            item = {**item, "arguments": parsed if parsed is not None else raw}
+        if texts is None:
+            return item
+        joined = "".join(texts)
+        if self._legacy or item.get("type") == "text":
+            return {**item, "text": joined}
+        content = [c for c in item.get("content") or [] if isinstance(c, dict)]
+        first = next((i for i, c in enumerate(content) if c.get("type") == "text"), None)
+        if first is None:
+            content.append({"type": "text", "text": joined})
+        else:  # the snapshot already held the text's beginning
+            content[first] = {**content[first], "text": str(content[first].get("text") or "") + joined}
+        return {**item, "content": content}
+
+    def finish(self, raw_sha256: str) -> ModelTurn:
+        prov = _provenance(self._model)
+        if self._aborted:
+            return too_large_turn(API, prov, raw_sha256, self._rid)
+        if self._error is not None:
+            turn = error_turn(self._error, raw_sha256, None, {}, "error_event", self._model)
+            return turn if self._rid is None else dataclasses.replace(turn, response_id=self._rid)
+        if self._terminal is None:
+            return stream_cut_turn(API, prov, raw_sha256, self._rid)
+        inter = dict(self._terminal)
+        if not _real_id(inter.get("id")):
+            inter["id"] = self._rid
+        inter.setdefault("model", self._model)
+        items = [self._build(i, self._items[i]) for i in sorted(self._items)]
+        if self._legacy:
+            inter.pop("steps", None)
+            inter["outputs"] = items
+        return turn_from_interaction(
+            inter, raw_sha256, model=self._model, items=items, raw_arguments=self._raw
+        )
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merged = dict(base[key])
+            _deep_merge(merged, value)
+            base[key] = merged
+        else:
+            base[key] = value
+
+
+def _results_in(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """function_result objects carried by one input item: a top-level step, a user_input step's
+    content, or a legacy user turn's content."""
+    if item.get("type") == "function_result":
+        return [item]
+    if item.get("type") == "user_input" or item.get("role") == "user":
+        return [
+            c for c in item.get("content") or [] if isinstance(c, dict) and c.get("type") == "function_result"
+        ]
+    return []
+
+
+def _calls_in(item: dict[str, Any]) -> list[dict[str, Any]]:
+    if item.get("type") == "function_call":
+        return [item]
+    if item.get("role") == "model":
+        return [
+            c for c in item.get("content") or [] if isinstance(c, dict) and c.get("type") == "function_call"
+        ]
+    return []
+
+
+class GeminiInteractionsAdapter:
+    api = API
+    provider = PROVIDER
+    revision = REVISION
+
+    def __init__(self, result_placement: str = "user_input") -> None:
+        if result_placement not in ("user_input", "step"):
+            raise UsageError("result_placement must be 'user_input' or 'step'")
+        self.result_placement = result_placement
+
+    def render_tools(self, declarations: Sequence[ToolDeclaration]) -> list[dict[str, Any]]:
+        tools = []
+        for d in declarations:
+            params = {k: v for k, v in inline_refs(d.parameters, d.name).items() if k != "$schema"}
+            tools.append(
+                {"type": "function", "name": d.name, "description": d.description, "parameters": params}
+            )
+        return tools
+
+    def initial_items(
+        self, user_input: str | None, messages: Sequence[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        items = list(messages)
+        if user_input is not None:
+            items.append({"type": "user_input", "content": [{"type": "text", "text": user_input}]})
+        return items
+
+    def turn_items(self, turn: ModelTurn) -> list[dict[str, Any]]:
+        return list(turn.continuation)
+
+    def result_items(
+        self, turn: ModelTurn, results: Sequence[tuple[ToolCall, dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        if not results:
+            return []
+        blocks = []
+        for call, model_result in sorted(results, key=lambda r: r[0].output_index):
+            block: dict[str, Any] = {"type": "function_result"}
+            if not call.synthetic_id:  # D7: made-up ids are never sent
+                block["call_id"] = call.call_id
+            block["name"] = call.name
+            block["result"] = result_text(model_result)
+            block["is_error"] = not bool(model_result.get("ok"))
+            blocks.append(block)
+        if turn.continuation and "role" in turn.continuation[0]:
+            return [{"role": "user", "content": blocks}]  # a legacy turn gets a legacy answer
+        if self.result_placement == "step":
+            return blocks
+        return [{"type": "user_input", "content": blocks}]
+
+    def build_request(
+        self,
+        *,
+        items: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        settings: dict[str, Any],
+        instructions: str | None,
+        stream: bool,
+        previous_response_id: str | None = None,
+        new_items: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if settings.get("model"):
+            body["model"] = settings["model"]
+        if previous_response_id is not None and not previous_response_id.startswith("cb:"):
+            body["previous_interaction_id"] = previous_response_id
+            body["input"] = new_items if new_items is not None else []
+        else:  # stateless replay; also when the interaction had no id to chain to (store: false)
+            body["input"] = items
+        if instructions:
+            body["system_instruction"] = instructions
+        if tools:
+            body["tools"] = tools
+        generation: dict[str, Any] = {}
+        if settings.get("temperature") is not None:
+            generation["temperature"] = settings["temperature"]
+        if settings.get("max_output_tokens") is not None:
+            generation["max_output_tokens"] = settings["max_output_tokens"]
+        choice = settings.get("tool_choice")
+        if isinstance(choice, dict) and isinstance(choice.get("name"), str):
+            generation["tool_choice"] = {"allowed_tools": {"mode": "any", "tools": [choice["name"]]}}
+        elif isinstance(choice, str) and choice in _TOOL_CHOICE:
+            generation["tool_choice"] = _TOOL_CHOICE[choice]
+        elif choice is not None:
+            raise UsageError(
+                f"tool_choice {choice!r} is not one of 'auto', 'required', 'none' or {{'name': ...}}"
+            )
+        if generation:
+            body["generation_config"] = generation
+        if settings.get("store") is False:
+            body["store"] = False
+        _deep_merge(body, settings.get("extra") or {})
+        if stream:
+            body["stream"] = True
+        return body
+
+    def parse_response(self, body: bytes | str | dict[str, Any], *, model: str | None = None) -> ModelTurn:
+        data, digest = decode_body(body)
+        if not isinstance(data, dict):
+            raise ProtocolViolation("an Interactions body must be a JSON object")
+        if isinstance(data.get("error"), dict) and "status" not in data:
+            return error_turn(data["error"], digest, None, {}, "error_body", model)
+        return turn_from_interaction(data, digest, model=model)
+
+    def stream_assembler(self, caps: StreamCaps | None = None, *, model: str | None = None) -> _Assembler:
+        return _Assembler(caps or StreamCaps(), model)
+
+    def map_error(self, failure: RawFailure, *, model: str | None = None) -> ModelTurn:
+        raw = failure.body
+        digest = hashlib.sha256(raw if isinstance(raw, bytes) else str(raw or "").encode()).hexdigest()
+        if failure.kind == "stream_cut":
+            return stream_cut_turn(API, _provenance(model), digest, None)
+        if failure.kind == "http":
+            err: Any = None
+            if raw is not None:
+                try:
+                    data, _ = decode_body(raw)
+                except ProtocolViolation:
+                    data = None
+                err = data.get("error") if isinstance(data, dict) else None
+            return error_turn(
+                err if isinstance(err, dict) else {}, digest, failure.status, failure.headers, "http", model
+            )
+        return failure_turn(
+            API,
+            _provenance(model),
+            digest,
+            response_id=None,
+            raw_stop_reason=failure.kind,
+            reason="timeout" if failure.kind == "timeout" else "connection_error",
+            failure=Failure(failure.kind, True, None, None, None, retry_after_seconds(failure.headers)),
+        )
+
+    def check_request(self, body: dict[str, Any], previous: ModelTurn | None = None) -> None:
+        """Every function_call in the input (and, with previous_interaction_id, of the previous turn) is
+        answered exactly once by call_id; in stateless replay the previous turn's steps are resent
+        unchanged (thought signatures included)."""
+        raw_input = body.get("input")
+        items = [i for i in raw_input if isinstance(i, dict)] if isinstance(raw_input, list) else []
+        if not isinstance(raw_input, list | str):
+            raise ProtocolViolation("an Interactions request needs an input (a string or a list)")
+        stateful = bool(body.get("previous_interaction_id"))
+        calls: set[str] = set()
+        idless: list[Any] = []
+        if stateful and previous is not None:
+            calls.update(c.call_id for c in previous.calls if not c.synthetic_id)
+            idless.extend(c.name for c in previous.calls if c.synthetic_id)
+        for item in items:
+            for call in _calls_in(item):
+                cid = _real_id(call.get("id"))
+                if cid is None:
+                    idless.append(call.get("name"))
+                else:
+                    calls.add(cid)
+        answered: list[str] = []
+        idless_answers: list[Any] = []
+        for item in items:
+            for result in _results_in(item):
+                if not isinstance(result.get("result"), str | dict | list):
+                    raise ProtocolViolation("function_result.result must be a string, an object or a list")
+                cid = _real_id(result.get("call_id"))
+                if cid is None:
+                    idless_answers.append(result.get("name"))
+                elif cid not in calls:
+                    raise ProtocolViolation(f"function_result for unknown call_id {cid!r}")
+                else:
+                    answered.append(cid)
+        for cid in calls:
+            n = answered.count(cid)
+            if n != 1:
+                raise ProtocolViolation(
+                    f"call_id {cid!r} is answered {n} times; it must be answered exactly once"
+                )
+        if idless_answers != idless:
+            raise ProtocolViolation(
+                f"id-less calls {idless} must be answered by name in order, got {idless_answers}"
+            )
+        if previous is not None and not stateful:
+            for step in previous.continuation:
+                if step not in items:
+                    raise ProtocolViolation(
+                        f"the previous turn's {step.get('type') or 'model'} item was not resent unchanged (D8)"
+                    )
+
+
+ADAPTER = GeminiInteractionsAdapter()
