@@ -425,5 +425,49 @@ def parse_cmd(
     sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
 
 
+@app.command("worker")
+def worker_cmd(
+    app_ref: Annotated[str, typer.Option("--app", help="module:factory returning a callbound App")],
+    store: StoreOpt = DEFAULT_STORE,
+    worker_id: Annotated[str | None, typer.Option("--id", help="Worker name (default host:pid)")] = None,
+    lease: Annotated[float, typer.Option(help="Lease length in seconds")] = 30.0,
+    poll: Annotated[float, typer.Option(help="Seconds between polls when idle")] = 0.2,
+    max_operations: Annotated[int | None, typer.Option("--max-operations")] = None,
+    idle_exit: Annotated[
+        float | None, typer.Option("--idle-exit", help="Exit after this many idle seconds")
+    ] = None,
+) -> None:
+    """Claim runnable operations from the store and drive them (D21)."""
+    import asyncio
+    import logging
+
+    from ..runtime.app import load_app
+    from ..runtime.worker import Worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    st = _open(store)
+    try:
+        worker = Worker(
+            load_app(app_ref),
+            st,
+            app_ref={"ref": app_ref, "args": {}},
+            worker_id=worker_id,
+            lease_s=lease,
+            poll_s=poll,
+        )
+        stats = asyncio.run(worker.run(max_operations=max_operations, idle_exit_s=idle_exit))
+    except (UsageError, StoreError) as exc:
+        raise _fail(str(exc)) from exc
+    out.print(
+        f"worker {worker.worker_id}: claimed {stats.claimed}, finished {stats.finished}, paused "
+        f"{stats.paused}, lost leases {stats.lost_lease}, errors {stats.errors}"
+    )
+
+
+from .live import register as _register_live  # noqa: E402
+
+_register_live(app)
+
+
 def main() -> None:
     app()
