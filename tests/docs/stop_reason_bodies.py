@@ -1,0 +1,144 @@
+"""Minimal synthetic response bodies per API and raw stop reason, for the rows of docs/stop-reasons.md.
+
+Each builder takes the row's *case* (the raw value plus a variant such as ``+calls`` or ``+refusal``)
+and returns a plain response body; the adapter must map it as the row says.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+CALL_ARGS = {"order_id": "A1"}
+
+
+def responses(case: str) -> dict[str, Any]:
+    raw, _, variant = case.partition("+")
+    body: dict[str, Any] = {"id": "resp_1", "object": "response", "status": raw, "output": []}
+    if raw == "incomplete" or raw in ("max_output_tokens", "content_filter"):
+        body["status"] = "incomplete"
+        body["incomplete_details"] = {"reason": raw if raw != "incomplete" else None}
+    if raw == "failed":
+        body["error"] = {"code": variant or "server_error", "message": "boom"}
+        variant = ""
+    if variant == "calls":
+        body["output"].append(
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "call_1",
+                "name": "get_order",
+                "arguments": json.dumps(CALL_ARGS),
+            }
+        )
+    elif variant == "refusal":
+        body["output"].append(
+            {
+                "type": "message",
+                "id": "m",
+                "role": "assistant",
+                "content": [{"type": "refusal", "refusal": "I can't help with that."}],
+            }
+        )
+    else:
+        body["output"].append(
+            {
+                "type": "message",
+                "id": "m",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "hello"}],
+            }
+        )
+    return body
+
+
+def chat(case: str) -> dict[str, Any]:
+    raw, _, variant = case.partition("+")
+    msg: dict[str, Any] = {"role": "assistant", "content": "hello", "refusal": None}
+    if variant == "calls":
+        msg["content"] = None
+        msg["tool_calls"] = [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_order", "arguments": json.dumps(CALL_ARGS)},
+            }
+        ]
+    elif variant == "refusal":
+        msg["content"] = None
+        msg["refusal"] = "I can't help with that."
+    elif variant == "legacy":
+        msg["content"] = None
+        msg["function_call"] = {"name": "get_order", "arguments": json.dumps(CALL_ARGS)}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-x",
+        "choices": [{"index": 0, "message": msg, "finish_reason": raw}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3},
+    }
+
+
+def anthropic(case: str) -> dict[str, Any]:
+    raw, _, variant = case.partition("+")
+    content: list[dict[str, Any]] = [{"type": "text", "text": "hello"}]
+    if variant == "calls":
+        content.append({"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": CALL_ARGS})
+    elif variant == "server":
+        content = [
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}}
+        ]
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "content": content,
+        "stop_reason": raw,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 5, "output_tokens": 3},
+    }
+
+
+def gemini(case: str) -> dict[str, Any]:
+    raw, _, variant = case.partition("+")
+    if variant == "blocked":
+        return {
+            "promptFeedback": {"blockReason": raw},
+            "responseId": "g1",
+            "usageMetadata": {"promptTokenCount": 5},
+        }
+    parts: list[dict[str, Any]] = [{"text": "hello"}]
+    if variant == "calls":
+        parts = [{"functionCall": {"name": "get_order", "args": CALL_ARGS}}]
+    cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "finishReason": raw, "index": 0}
+    if variant == "noparts":
+        cand = {"content": {"role": "model"}, "finishReason": raw, "index": 0}
+    return {
+        "candidates": [cand],
+        "responseId": "g1",
+        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3},
+    }
+
+
+def interactions(case: str) -> dict[str, Any]:
+    raw, _, variant = case.partition("+")
+    steps: list[dict[str, Any]] = [{"type": "model_output", "content": [{"type": "text", "text": "hello"}]}]
+    if variant == "calls":
+        steps = [{"type": "function_call", "id": "fc_1", "name": "get_order", "arguments": CALL_ARGS}]
+    return {
+        "id": "int_1",
+        "status": raw,
+        "steps": steps,
+        "usage": {"total_input_tokens": 5, "total_output_tokens": 3},
+    }
+
+
+BUILDERS: dict[str, Callable[[str], dict[str, Any]]] = {
+    "openai-responses": responses,
+    "openai-chat": chat,
+    "anthropic-messages": anthropic,
+    "gemini-generate": gemini,
+    "gemini-interactions": interactions,
+}
