@@ -107,8 +107,9 @@ def demo_refund(
     if approve and deny:
         raise _fail("--approve and --deny exclude each other")
     st = _open(store)
-    args = {"scenario": scenario, "payments": _payments_path(store), "stream": stream}
-    demo = make_app(**args)
+    payments = _payments_path(store)
+    args: dict[str, Any] = {"scenario": scenario, "payments": payments, "stream": stream}
+    demo = make_app(scenario=scenario, payments=payments, stream=stream)
     runner = demo.runner(st, ref={"ref": "callbound.demo.refund:make_app", "args": args})
     quiet = as_json
     if not quiet:
@@ -155,7 +156,7 @@ def demo_refund(
     del refunds
     from ..demo.payments import FakePayments
 
-    count = FakePayments(args["payments"]).count("ik_refund:dr_A1")
+    count = FakePayments(payments).count("ik_refund:dr_A1")
     if as_json:
         data = outcome.to_dict()
         data["refunds_for_intent"] = count

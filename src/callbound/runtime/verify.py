@@ -15,6 +15,7 @@ from ..core.audit import verify_chain
 from ..core.binding import TrustedCall, compute_binding, request_sha256
 from ..core.canonical import canonical_json, canonical_sha256
 from ..core.snapshot import turn_from_dict
+from ..core.types import ModelTurn
 from ..stores.base import Store
 
 
@@ -49,12 +50,12 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
         (ev.data.get("response_id"), ev.data.get("call_id")): ev.data for ev in events if ev.kind == "result"
     }
     calls: dict[tuple[str, str], Any] = {}
-    turns: dict[str, Any] = {}
+    turns: dict[str, ModelTurn] = {}
     for row in stored.journal:
         if row.kind == "turn":
-            turn = turn_from_dict(row.data["turn"])
-            turns[turn.response_id] = turn
-            for c in turn.calls:
+            stored_turn = turn_from_dict(row.data["turn"])
+            turns[stored_turn.response_id] = stored_turn
+            for c in stored_turn.calls:
                 calls.setdefault((c.response_id, c.call_id), c)
         elif row.kind == "results":
             for env in row.data.get("envelopes", []):

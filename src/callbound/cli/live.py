@@ -1,0 +1,134 @@
+"""``callbound run``: the refund demo's tools against a live provider.
+
+``callbound run --api API --model M [--transport sdk|http] [--store URL] [--json] "prompt"`` runs the
+demo tools (look up an order, draft a refund, submit it with approval) with a real model through a
+live transport. The key comes from the provider's usual environment variable; when it is missing the
+command names that variable and exits 2. Exit codes (D28): 0 on COMPLETED or WAITING_APPROVAL, 3 on
+any other terminal state, 2 on a usage error. The application is saved with the operation
+(``callbound.cli.live:live_app``), so ``callbound resume`` continues it after an approval.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from ..core.errors import StoreError, UsageError
+from ..runtime.app import App
+
+APP_REF = "callbound.cli.live:live_app"
+INSTRUCTIONS = (
+    "You are a support agent for a shop. Use the tools to look up orders and to draft and submit "
+    "refunds. Reply briefly."
+)
+
+
+def live_app(
+    api: str,
+    model: str,
+    transport: str = "sdk",
+    payments: str = "callbound-payments.db",
+    stream: bool = False,
+    base_url: str | None = None,
+) -> App:
+    """The live application (``callbound.cli.live:live_app``): the demo's tools on the happy path,
+    with a model client for ``api`` over ``transport``."""
+    from ..core.guards import Budgets
+    from ..demo.payments import FakePayments
+    from ..demo.refund import build_registry
+    from ..runtime.runner import Policy
+    from ..transports import make_client
+
+    return App(
+        registry=build_registry(FakePayments(payments), "happy"),
+        model=make_client(api, transport=transport, model=model, base_url=base_url),
+        policy=Policy(revision="live-1"),
+        budgets=Budgets(max_model_turns=8),
+        settings={"model": model, "stream": stream},
+        instructions=INSTRUCTIONS,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``callbound run`` to the typer app."""
+
+    @app.command("run")
+    def run_cmd(
+        prompt: Annotated[str, typer.Argument(help="What the customer asks, e.g. 'Refund order A1'.")],
+        api: Annotated[
+            str,
+            typer.Option(
+                "--api",
+                help="openai-responses | openai-chat | anthropic-messages | gemini-generate | gemini-interactions",
+            ),
+        ],
+        model: Annotated[str, typer.Option("--model", help="Model name, e.g. gpt-4.1-mini.")],
+        transport: Annotated[
+            str, typer.Option("--transport", help="sdk (official SDK) | http (raw httpx)")
+        ] = "sdk",
+        stream: Annotated[bool, typer.Option("--stream", help="Stream model responses.")] = False,
+        base_url: Annotated[
+            str | None,
+            typer.Option("--base-url", help="Another server for the API (a proxy or a local test server)."),
+        ] = None,
+        tenant: Annotated[str, typer.Option(help="Tenant recorded with the operation.")] = "acme",
+        subject: Annotated[
+            str, typer.Option(help="Who asks; may not approve their own refund.")
+        ] = "customer-1",
+        as_json: Annotated[bool, typer.Option("--json", help="Print the outcome's fields as JSON.")] = False,
+        store: Annotated[
+            str,
+            typer.Option(
+                "--store", help="sqlite:///path.db (default ./callbound.db), postgresql://..., or memory:"
+            ),
+        ] = "sqlite:///callbound.db",
+    ) -> None:
+        """Run the refund tools against a live model (the key comes from the provider's env var)."""
+        from ..adapters import API_NAMES
+        from ..transports import TRANSPORTS, missing_key
+        from .app import _fail, _open, _payments_path, _print_waiting, out
+        from .render import print_outcome, print_timeline_row, progress_printer
+
+        if api not in API_NAMES:
+            raise _fail(f"unknown API {api!r}; use one of {', '.join(API_NAMES)}")
+        if transport not in TRANSPORTS:
+            raise _fail(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
+        missing = missing_key(api)
+        if missing is not None:
+            raise _fail(f"{api} needs an API key: the environment variable {missing} is not set")
+        model_name = model
+        st = _open(store)
+        args: dict[str, Any] = {
+            "api": api,
+            "model": model_name,
+            "transport": transport,
+            "payments": _payments_path(store),
+            "stream": stream,
+            "base_url": base_url,
+        }
+        try:
+            live = live_app(**args)
+            runner = live.runner(st, ref={"ref": APP_REF, "args": args})
+        except UsageError as exc:
+            raise _fail(str(exc)) from exc
+        if not as_json:
+            out.print(
+                f"[bold]callbound run[/bold] api={api} model={model_name} transport={transport} store={store}",
+                highlight=False,
+            )
+            runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
+            if stream:
+                runner.on_progress = progress_printer(out)
+        try:
+            outcome = runner.run_sync(input=prompt, tenant=tenant, subject=subject)
+        except (UsageError, StoreError) as exc:
+            raise _fail(str(exc)) from exc
+        if outcome.state == "WAITING_APPROVAL":
+            _print_waiting(outcome, store, as_json)
+        elif as_json:
+            out.print_json(json.dumps(outcome.to_dict(), default=str))
+        else:
+            print_outcome(out, outcome)
+        raise typer.Exit(0 if outcome.state in ("COMPLETED", "WAITING_APPROVAL") else 3)

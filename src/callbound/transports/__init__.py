@@ -1,0 +1,293 @@
+"""Live model clients (ModelClient, ``core/model.py``): official SDKs and raw httpx.
+
+- ``http.HttpModel`` talks to all five APIs over raw ``httpx``.
+- ``openai.OpenAIModel`` (Responses and Chat), ``anthropic.AnthropicModel`` and ``gemini.GeminiModel``
+  use the official SDKs (optional extras ``openai``, ``anthropic``, ``gemini``).
+
+Every client sends the adapter-built body, hands the adapter the provider's raw bytes (a body, or the
+bytes of a stream read through the shared SSE reader), never retries on its own (the Runner retries,
+D26), and turns SDK and httpx exceptions into a neutral ``RawFailure`` for ``adapter.map_error``
+alone to classify (D30).
+
+Nothing here imports an SDK or httpx at import time: ``import callbound`` never loads them. The
+helpers below are what the transports share: the missing-key check, the stream feeder and the SDK
+version stamp.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..adapters.base import Adapter, StreamCaps
+from ..adapters.sse import SSEReader, decode_event
+from ..core.errors import ProtocolViolation, UsageError
+from ..core.model import ProgressCallback
+from ..core.types import ModelTurn
+
+if TYPE_CHECKING:
+    from ..core.model import ModelClient
+
+__all__ = [
+    "API_KEY_ENV",
+    "SDK_EXTRA",
+    "TRANSPORTS",
+    "api_key_for",
+    "effective_timeout",
+    "feed_stream",
+    "make_client",
+    "missing_key",
+    "split_kwargs",
+    "stainless_complete",
+    "stamp_sdk_version",
+    "transport_errors",
+]
+
+TRANSPORTS = ("sdk", "http")
+
+#: The environment variables each API's key is read from, in the order the SDKs look them up.
+API_KEY_ENV: dict[str, tuple[str, ...]] = {
+    "openai-responses": ("OPENAI_API_KEY",),
+    "openai-chat": ("OPENAI_API_KEY",),
+    "anthropic-messages": ("ANTHROPIC_API_KEY",),
+    "gemini-generate": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "gemini-interactions": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+
+#: Which SDK extra serves an API with ``transport="sdk"``.
+SDK_EXTRA = {
+    "openai-responses": "openai",
+    "openai-chat": "openai",
+    "anthropic-messages": "anthropic",
+    "gemini-generate": "gemini",
+    "gemini-interactions": "gemini",
+}
+
+
+def _env_names(api: str) -> tuple[str, ...]:
+    names = API_KEY_ENV.get(api)
+    if names is None:
+        raise UsageError(f"unknown API {api!r}; use one of {', '.join(API_KEY_ENV)}")
+    return names
+
+
+def api_key_for(api: str) -> str | None:
+    """The API key for ``api`` from the SDKs' usual environment variables, or None."""
+    for name in _env_names(api):
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def missing_key(api: str) -> str | None:
+    """None when a key for ``api`` is set; otherwise the environment variable to set (for Gemini the
+    text names both accepted variables)."""
+    if api_key_for(api) is not None:
+        return None
+    return " or ".join(_env_names(api))
+
+
+def make_client(
+    api: str,
+    *,
+    transport: str = "sdk",
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout_s: float | None = None,
+) -> ModelClient:
+    """A live client for ``api``. ``transport="sdk"`` uses the official SDK (its extra must be
+    installed); ``"http"`` uses raw httpx. Raises ``UsageError`` when the key is missing, the
+    transport is unknown or the SDK is not installed."""
+    _env_names(api)
+    if transport not in TRANSPORTS:
+        raise UsageError(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
+    if api_key is None and missing_key(api) is not None:
+        raise UsageError(f"{api} needs an API key: set the environment variable {missing_key(api)}")
+    if api == "gemini-generate" and not model:
+        raise UsageError("gemini-generate puts the model in the URL: pass a model name")
+    if transport == "http":
+        try:
+            from .http import HttpModel
+        except ImportError as exc:
+            raise UsageError(f"the http transport needs httpx: pip install httpx ({exc})") from exc
+        return HttpModel(api, base_url=base_url, api_key=api_key, model=model, timeout_s=timeout_s)
+    extra = SDK_EXTRA[api]
+    try:
+        if extra == "openai":
+            from .openai import OpenAIModel
+
+            return OpenAIModel(api, base_url=base_url, api_key=api_key, model=model, timeout_s=timeout_s)
+        if extra == "anthropic":
+            from .anthropic import AnthropicModel
+
+            return AnthropicModel(api, base_url=base_url, api_key=api_key, model=model, timeout_s=timeout_s)
+        from .gemini import GeminiModel
+
+        return GeminiModel(api, base_url=base_url, api_key=api_key, model=model, timeout_s=timeout_s)
+    except ImportError as exc:
+        raise UsageError(
+            f"the {api} SDK transport needs the official SDK: pip install 'callbound[{extra}]' "
+            f"(or use transport='http'): {exc}"
+        ) from exc
+
+
+# ---- shared by the transports ---------------------------------------------------------------------
+
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "the connection broke" while reading a body or stream, from httpx and
+    from httpx2 (which newer SDKs use), whichever are installed, plus OSError."""
+    found: list[type[BaseException]] = [OSError]
+    for name in ("httpx", "httpx2"):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        for attr in ("TransportError", "StreamError"):
+            cls = getattr(module, attr, None)
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                found.append(cls)
+    return tuple(found)
+
+
+async def feed_stream(
+    adapter: Adapter,
+    chunks: AsyncIterator[bytes],
+    *,
+    model: str | None,
+    on_progress: ProgressCallback | None,
+    caps: StreamCaps | None = None,
+    broken: tuple[type[BaseException], ...] = (),
+) -> ModelTurn:
+    """Read raw stream bytes through the shared SSE reader into the adapter's assembler.
+
+    ``finish`` gets the SHA-256 of every byte received. A stream that breaks mid-way (an exception in
+    ``broken``, or an event that is not JSON) simply ends there: the assembler says TRUNCATED
+    (``stream_interrupted``, retryable) when its terminal event never came (D1, D26)."""
+    asm = adapter.stream_assembler(caps, model=model)
+    digest = hashlib.sha256()
+    reader = SSEReader()
+
+    def feed(events: list[Any]) -> None:
+        for ev in events:
+            for progress in asm.feed(decode_event(ev)):
+                if on_progress is not None:
+                    on_progress(progress)
+
+    try:
+        async for chunk in chunks:
+            if not chunk:
+                continue
+            digest.update(chunk)
+            feed(reader.feed(chunk))
+            if asm.aborted:
+                break
+        else:
+            feed(reader.close())
+    except ProtocolViolation:
+        pass  # garbage on the wire: the stream is unusable from here on, like a cut one
+    except broken:
+        with contextlib.suppress(ProtocolViolation):
+            feed(reader.close())  # D33: a last event whose data is complete still counts
+    return asm.finish(digest.hexdigest())
+
+
+def stamp_sdk_version(turn: ModelTurn, sdk_version: str) -> ModelTurn:
+    """Record which client produced the turn (``ModelTurn`` is frozen)."""
+    return replace(turn, provenance=replace(turn.provenance, sdk_version=sdk_version))
+
+
+def effective_timeout(
+    meta_timeout_s: float | None, configured_s: float | None, default_s: float = 600.0
+) -> float:
+    """The request timeout: the remaining active deadline (D26), capped by a configured timeout."""
+    candidates = [t for t in (meta_timeout_s, configured_s) if t is not None]
+    value = min(candidates) if candidates else default_s
+    return max(value, 0.001)
+
+
+def split_kwargs(method: Any, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split a wire body into the keyword arguments an SDK method declares and the rest, which goes
+    through ``extra_body`` so that the JSON sent is the adapter's body, key for key."""
+    import inspect
+
+    params = inspect.signature(method).parameters
+    reserved = {"extra_headers", "extra_query", "extra_body", "timeout"}
+    known: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in body.items():
+        p = params.get(key)
+        if p is not None and key not in reserved and p.kind is inspect.Parameter.KEYWORD_ONLY:
+            known[key] = value
+        else:
+            extra[key] = value
+    return known, extra
+
+
+async def stainless_complete(
+    sdk: Any,
+    resource: Any,
+    adapter: Adapter,
+    body: dict[str, Any],
+    *,
+    stream: bool,
+    timeout: float,
+    model: str | None,
+    on_progress: ProgressCallback | None,
+    caps: StreamCaps | None = None,
+) -> ModelTurn:
+    """One request through an OpenAI- or Anthropic-style SDK resource (``client.responses``,
+    ``client.chat.completions``, ``client.messages``), reading the raw bytes back:
+    ``resource.with_raw_response.create(...)`` for a plain body (the raw ``http_response`` bytes) and
+    ``resource.with_streaming_response.create(...)`` for a stream (``iter_bytes()``, never the SDK's
+    own event parser). SDK exceptions become a ``RawFailure`` (D30): ``APIStatusError`` → "http" with
+    the status, body bytes and headers; ``APITimeoutError`` → "timeout"; ``APIConnectionError`` →
+    "connection"."""
+    from ..core.types import RawFailure
+
+    known, extra = split_kwargs(resource.create, body)
+    options: dict[str, Any] = {"timeout": timeout}
+    if extra:
+        options["extra_body"] = extra
+    broken = transport_errors()
+    try:
+        if stream:
+            async with resource.with_streaming_response.create(**known, **options) as response:
+                return await feed_stream(
+                    adapter,
+                    response.iter_bytes(),
+                    model=model,
+                    on_progress=on_progress,
+                    caps=caps,
+                    broken=(*broken, sdk.APIConnectionError),
+                )
+        raw = await resource.with_raw_response.create(**known, **options)
+        http_response = raw.http_response
+        try:
+            content: bytes = await http_response.aread()
+        except broken as exc:
+            kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
+            return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
+        try:
+            return adapter.parse_response(content, model=model)
+        except ProtocolViolation:
+            failure = RawFailure("http", http_response.status_code, content, dict(http_response.headers))
+            return adapter.map_error(failure, model=model)
+    except sdk.APIStatusError as exc:
+        response = exc.response
+        try:
+            err_body: bytes | None = response.content
+        except Exception:  # the body could not be read; the status alone must do
+            err_body = None
+        failure = RawFailure("http", exc.status_code, err_body, dict(response.headers))
+        return adapter.map_error(failure, model=model)
+    except sdk.APITimeoutError:
+        return adapter.map_error(RawFailure("timeout", None, None, {}), model=model)
+    except sdk.APIConnectionError:
+        return adapter.map_error(RawFailure("connection", None, None, {}), model=model)

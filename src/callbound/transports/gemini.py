@@ -1,0 +1,190 @@
+"""``GeminiModel``: Gemini over the official ``google-genai`` SDK (extra ``gemini``; imported when a
+model is made, never by ``import callbound``), with raw httpx where the SDK cannot hand back raw data.
+
+What google-genai can and cannot hand back raw:
+
+- ``generateContent`` (plain): yes. ``client.aio.models.generate_content(...)`` with
+  ``config.should_return_http_response=True`` returns the body as received in
+  ``response.sdk_http_response.body``; the adapter parses that. The request body is the adapter's:
+  it is passed whole through ``config.http_options.extra_body`` (the SDK documents it as "extra
+  parameters ... in the backend API's request structure"; lists in it replace the SDK's own, so the
+  placeholder ``contents`` the SDK insists on never reaches the wire). The one change the SDK makes
+  is an empty ``generationConfig: {}`` when the body has none, which means the same to the server
+  (the loopback tests check that nothing else differs). Retries are off
+  (``HttpRetryOptions(attempts=1)``, which also stops the SDK's implicit retry of connection errors)
+  and the timeout is the remaining deadline (D26).
+- ``streamGenerateContent``: no. The SDK refuses ``should_return_http_response`` on streams ("not
+  supported in streaming methods") and its chunk iterator re-serialises each event after parsing it,
+  so the bytes are not the ones received. Streams go over raw httpx (``HttpModel``) instead.
+- Interactions: the SDK's generated Interactions client is not used; both plain and streamed
+  requests go over raw httpx (``HttpModel``, with ``Api-Revision``).
+
+Turns made over httpx record ``httpx/<version>`` as their client; SDK turns ``google-genai/<version>``.
+``APIError`` becomes ``RawFailure("http", code, body, headers)``; connection errors and timeouts
+become ``RawFailure("connection")`` / ``RawFailure("timeout")`` (D30). The key comes from
+``GEMINI_API_KEY`` or ``GOOGLE_API_KEY`` unless given.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..adapters import get as get_adapter
+from ..adapters.base import Adapter, StreamCaps
+from ..core.errors import ProtocolViolation, UsageError
+from ..core.model import ProgressCallback, RequestMeta
+from ..core.types import ModelTurn, RawFailure
+from . import api_key_for, effective_timeout, missing_key, stamp_sdk_version, transport_errors
+
+__all__ = ["GeminiModel"]
+
+APIS = ("gemini-generate", "gemini-interactions")
+API_VERSION = "v1beta"  # the version WIRE.md and the httpx transport use (the SDK's default may differ)
+
+
+def _load_sdk() -> Any:
+    """The ``google.genai`` module, imported on first use."""
+    try:
+        from google import genai  # type: ignore[import-not-found,import-untyped,attr-defined,unused-ignore]
+    except ImportError as exc:
+        raise UsageError("GeminiModel needs the official SDK: pip install 'callbound[gemini]'") from exc
+    return genai
+
+
+class GeminiModel:
+    """A ``ModelClient`` for ``gemini-generate`` (and ``gemini-interactions``, over httpx).
+
+    ``base_url`` is the server root (e.g. ``http://127.0.0.1:8080``), used by the SDK and by the httpx
+    fallback alike; ``model`` is required for gemini-generate (it is part of the URL)."""
+
+    def __init__(
+        self,
+        api: str = "gemini-generate",
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout_s: float | None = None,
+        caps: StreamCaps | None = None,
+    ) -> None:
+        if api not in APIS:
+            raise UsageError(f"GeminiModel serves {', '.join(APIS)}, not {api!r}")
+        self.api = api
+        self._adapter: Adapter = get_adapter(api)
+        self.base_url = base_url
+        self._api_key = api_key
+        self.model = model
+        self.timeout_s = timeout_s
+        self.caps = caps
+        self._sdk = _load_sdk()
+        self.sdk_version = f"google-genai/{self._sdk.__version__}"
+        self._http: Any = None
+
+    @property
+    def adapter(self) -> Adapter:
+        return self._adapter
+
+    def __repr__(self) -> str:
+        return f"GeminiModel({self.api!r}, base_url={self.base_url!r}, model={self.model!r})"
+
+    def _key(self) -> str:
+        key = self._api_key or api_key_for(self.api)
+        if not key:
+            raise UsageError(
+                f"{self.api} needs an API key: set the environment variable {missing_key(self.api)}"
+            )
+        return key
+
+    def _httpx_model(self) -> Any:
+        if self._http is None:
+            from .http import HttpModel
+
+            self._http = HttpModel(
+                self.api,
+                base_url=self.base_url,
+                api_key=self._key(),
+                model=self.model,
+                timeout_s=self.timeout_s,
+                caps=self.caps,
+            )
+        return self._http
+
+    async def complete(
+        self,
+        body: dict[str, Any],
+        *,
+        stream: bool,
+        meta: RequestMeta,
+        on_progress: ProgressCallback | None = None,
+    ) -> ModelTurn:
+        if stream or self.api != "gemini-generate":
+            turn: ModelTurn = await self._httpx_model().complete(
+                body, stream=stream, meta=meta, on_progress=on_progress
+            )
+            return turn
+        if not self.model:
+            raise UsageError("gemini-generate needs a model name: GeminiModel(..., model='gemini-...')")
+        timeout = effective_timeout(meta.timeout_s, self.timeout_s)
+        return stamp_sdk_version(await self._generate(body, timeout), self.sdk_version)
+
+    async def _generate(self, body: dict[str, Any], timeout: float) -> ModelTurn:
+        genai = self._sdk
+        types = genai.types
+        errors = genai.errors
+        model = self.model
+        timeout_ms = max(1, int(timeout * 1000))
+        no_retries = types.HttpRetryOptions(attempts=1)
+        client = genai.Client(
+            api_key=self._key(),
+            http_options=types.HttpOptions(
+                base_url=self.base_url, api_version=API_VERSION, timeout=timeout_ms, retry_options=no_retries
+            ),
+        )
+        config = types.GenerateContentConfig(
+            should_return_http_response=True,
+            http_options=types.HttpOptions(
+                extra_body=json.loads(json.dumps(body)), timeout=timeout_ms, retry_options=no_retries
+            ),
+        )
+        broken = transport_errors()
+        try:
+            response = await client.aio.models.generate_content(model=model, contents=".", config=config)
+        except errors.APIError as exc:
+            return self._adapter.map_error(_api_error_failure(exc), model=model)
+        except broken as exc:
+            kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
+            return self._adapter.map_error(RawFailure(kind, None, None, {}), model=model)
+        except TimeoutError:
+            return self._adapter.map_error(RawFailure("timeout", None, None, {}), model=model)
+        finally:
+            await client.aio.aclose()
+        http = response.sdk_http_response
+        text = http.body if http is not None and http.body is not None else ""
+        raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        try:
+            return self._adapter.parse_response(raw, model=model)
+        except ProtocolViolation:
+            headers = dict(http.headers or {}) if http is not None else {}
+            return self._adapter.map_error(RawFailure("http", 200, raw, headers), model=model)
+
+
+def _api_error_failure(exc: Any) -> RawFailure:
+    """google-genai's ``APIError`` as a neutral failure: the status, the body bytes as received when
+    the SDK kept the response, else its parsed details, and the headers."""
+    response = getattr(exc, "response", None)
+    body: bytes | str | dict[str, Any] | None = None
+    headers: dict[str, str] = {}
+    if response is not None:
+        try:
+            content = response.content
+            body = content if isinstance(content, bytes) else None
+        except Exception:  # an unread stream body; fall back to the parsed details
+            body = None
+        raw_headers = getattr(response, "headers", None)
+        if raw_headers is not None:
+            headers = {str(k): str(v) for k, v in dict(raw_headers).items()}
+    if body is None and exc.details is not None:
+        body = json.dumps(exc.details).encode("utf-8")
+    status = exc.code if isinstance(exc.code, int) else None
+    return RawFailure("http", status, body, headers)

@@ -1,0 +1,207 @@
+"""``HttpModel``: a model client over raw httpx for all five APIs.
+
+| API | request |
+| --- | --- |
+| openai-responses | ``POST {base}/v1/responses`` with ``Authorization: Bearer`` |
+| openai-chat | ``POST {base}/v1/chat/completions`` with ``Authorization: Bearer`` |
+| anthropic-messages | ``POST {base}/v1/messages`` with ``x-api-key`` and ``anthropic-version`` |
+| gemini-generate | ``POST {base}/v1beta/models/{model}:generateContent`` (stream: ``:streamGenerateContent?alt=sse``) with ``x-goog-api-key`` |
+| gemini-interactions | ``POST {base}/v1beta/interactions`` with ``x-goog-api-key`` and ``Api-Revision`` (WIRE.md 5.0) |
+
+The adapter-built body is sent unchanged. A plain response goes to ``adapter.parse_response`` as the
+bytes received; a stream's bytes go through the shared SSE reader into ``adapter.stream_assembler``,
+and ``finish`` gets the SHA-256 of all of them (D7). A non-2xx answer becomes
+``RawFailure("http", status, body, headers)``, a connect error ``RawFailure("connection")``, a
+timeout ``RawFailure("timeout")``, all classified by ``adapter.map_error`` alone (D30). A stream that
+breaks mid-way is finished as received: the adapter says TRUNCATED (``stream_interrupted``) when its
+terminal event never came. The timeout is the remaining active deadline (``RequestMeta.timeout_s``,
+D26). There are no retries here; the Runner retries.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ..adapters import get as get_adapter
+from ..adapters.base import Adapter, StreamCaps
+from ..core.errors import ProtocolViolation, UsageError
+from ..core.model import ProgressCallback, RequestMeta
+from ..core.types import ModelTurn, RawFailure
+from . import api_key_for, effective_timeout, feed_stream, stamp_sdk_version
+
+__all__ = ["DEFAULT_BASE_URLS", "INTERACTIONS_API_REVISION", "HttpModel"]
+
+DEFAULT_BASE_URLS = {
+    "openai-responses": "https://api.openai.com",
+    "openai-chat": "https://api.openai.com",
+    "anthropic-messages": "https://api.anthropic.com",
+    "gemini-generate": "https://generativelanguage.googleapis.com",
+    "gemini-interactions": "https://generativelanguage.googleapis.com",
+}
+ANTHROPIC_VERSION = "2023-06-01"
+INTERACTIONS_API_REVISION = "2026-05-20"
+
+
+class HttpModel:
+    """A ``ModelClient`` over raw httpx. ``base_url`` is the server root (no ``/v1``); ``api_key``
+    defaults to the SDKs' usual environment variable; ``model`` is required for gemini-generate (the
+    model is part of the URL) and is otherwise taken from the body; ``timeout_s`` caps every request
+    in addition to the remaining deadline; ``headers`` are added to every request."""
+
+    def __init__(
+        self,
+        api: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout_s: float | None = None,
+        headers: dict[str, str] | None = None,
+        caps: StreamCaps | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.api = api
+        self._adapter: Adapter = get_adapter(api)
+        self.base_url = (base_url or DEFAULT_BASE_URLS[api]).rstrip("/")
+        self._api_key = api_key
+        self.model = model
+        self.timeout_s = timeout_s
+        self.headers = dict(headers or {})
+        self.caps = caps
+        self._transport = transport
+        self.sdk_version = f"httpx/{httpx.__version__}"
+
+    @property
+    def adapter(self) -> Adapter:
+        return self._adapter
+
+    def __repr__(self) -> str:
+        return f"HttpModel({self.api!r}, base_url={self.base_url!r}, model={self.model!r})"
+
+    # ---- request shape ---------------------------------------------------------------------------
+
+    def _key(self) -> str:
+        key = self._api_key or api_key_for(self.api)
+        if not key:
+            from . import missing_key
+
+            raise UsageError(
+                f"{self.api} needs an API key: set the environment variable {missing_key(self.api)}"
+            )
+        return key
+
+    def _model_name(self, body: dict[str, Any]) -> str | None:
+        name = self.model or body.get("model")
+        return name if isinstance(name, str) else None
+
+    def url(self, body: dict[str, Any], *, stream: bool) -> str:
+        api = self.api
+        if api == "openai-responses":
+            return f"{self.base_url}/v1/responses"
+        if api == "openai-chat":
+            return f"{self.base_url}/v1/chat/completions"
+        if api == "anthropic-messages":
+            return f"{self.base_url}/v1/messages"
+        if api == "gemini-generate":
+            model = self._model_name(body)
+            if not model:
+                raise UsageError("gemini-generate needs a model name: HttpModel(..., model='gemini-...')")
+            name = quote(model.removeprefix("models/"), safe="-._~")
+            if stream:
+                return f"{self.base_url}/v1beta/models/{name}:streamGenerateContent?alt=sse"
+            return f"{self.base_url}/v1beta/models/{name}:generateContent"
+        return f"{self.base_url}/v1beta/interactions"
+
+    def request_headers(self, *, stream: bool) -> dict[str, str]:
+        key = self._key()
+        headers = {"content-type": "application/json"}
+        if stream:
+            headers["accept"] = "text/event-stream"
+        if self.api.startswith("openai-"):
+            headers["authorization"] = f"Bearer {key}"
+        elif self.api == "anthropic-messages":
+            headers["x-api-key"] = key
+            headers["anthropic-version"] = ANTHROPIC_VERSION
+        else:
+            headers["x-goog-api-key"] = key
+            if self.api == "gemini-interactions":
+                headers["api-revision"] = INTERACTIONS_API_REVISION
+        headers.update(self.headers)
+        return headers
+
+    # ---- ModelClient -----------------------------------------------------------------------------
+
+    async def complete(
+        self,
+        body: dict[str, Any],
+        *,
+        stream: bool,
+        meta: RequestMeta,
+        on_progress: ProgressCallback | None = None,
+    ) -> ModelTurn:
+        url = self.url(body, stream=stream)
+        headers = self.request_headers(stream=stream)
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        model = self._model_name(body)
+        timeout = effective_timeout(meta.timeout_s, self.timeout_s)
+        turn = await self._send(url, headers, content, stream, model, timeout, on_progress)
+        return stamp_sdk_version(turn, self.sdk_version)
+
+    async def _send(
+        self,
+        url: str,
+        headers: dict[str, str],
+        content: bytes,
+        stream: bool,
+        model: str | None,
+        timeout: float,
+        on_progress: ProgressCallback | None,
+    ) -> ModelTurn:
+        adapter = self._adapter
+        try:
+            async with (
+                httpx.AsyncClient(timeout=httpx.Timeout(timeout), transport=self._transport) as client,
+                client.stream("POST", url, content=content, headers=headers) as response,
+            ):
+                if not 200 <= response.status_code < 300:
+                    raw = await _read_error_body(response)
+                    return adapter.map_error(
+                        RawFailure("http", response.status_code, raw, dict(response.headers)), model=model
+                    )
+                if stream:
+                    return await feed_stream(
+                        adapter,
+                        response.aiter_bytes(),
+                        model=model,
+                        on_progress=on_progress,
+                        caps=self.caps,
+                        broken=(httpx.TransportError, httpx.StreamError),
+                    )
+                try:
+                    raw = await response.aread()
+                except (httpx.TransportError, httpx.StreamError) as exc:
+                    kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
+                    return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
+                try:
+                    return adapter.parse_response(raw, model=model)
+                except ProtocolViolation:
+                    # A 2xx body that is not the provider's JSON: the adapter classifies it like
+                    # an error body (fatal unless its status says otherwise).
+                    return adapter.map_error(
+                        RawFailure("http", response.status_code, raw, dict(response.headers)), model=model
+                    )
+        except httpx.TimeoutException:
+            return adapter.map_error(RawFailure("timeout", None, None, {}), model=model)
+        except (httpx.TransportError, httpx.StreamError):
+            return adapter.map_error(RawFailure("connection", None, None, {}), model=model)
+
+
+async def _read_error_body(response: httpx.Response) -> bytes | None:
+    try:
+        return await response.aread()
+    except (httpx.TransportError, httpx.StreamError):
+        return None

@@ -1,0 +1,127 @@
+"""``OpenAIModel``: OpenAI Responses and Chat Completions over the official ``openai`` SDK (extra
+``openai``; imported when a model is made, never by ``import callbound``).
+
+The SDK hands back the raw wire data, not re-shaped:
+
+- plain: ``client.responses.with_raw_response.create(...)`` /
+  ``client.chat.completions.with_raw_response.create(...)``; the adapter parses the bytes of the raw
+  ``http_response``;
+- stream: ``client.responses.with_streaming_response.create(..., stream=True)`` (and the Chat
+  equivalent); its ``iter_bytes()`` goes through callbound's own SSE reader, never the SDK's parser.
+
+The body keys the SDK method declares are passed as keyword arguments and the rest through
+``extra_body``, so the JSON on the wire is the adapter's body. The client is built with
+``max_retries=0`` and a timeout equal to the remaining deadline (D26). ``APIStatusError``,
+``APITimeoutError`` and ``APIConnectionError`` become a ``RawFailure`` for ``adapter.map_error`` (D30).
+The key comes from ``OPENAI_API_KEY`` unless given. The SDK version is recorded in each turn's
+provenance (``openai/<version>``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..adapters import get as get_adapter
+from ..adapters.base import Adapter, StreamCaps
+from ..core.errors import UsageError
+from ..core.model import ProgressCallback, RequestMeta
+from ..core.types import ModelTurn
+from . import api_key_for, effective_timeout, missing_key, stainless_complete, stamp_sdk_version
+
+__all__ = ["OpenAIModel"]
+
+APIS = ("openai-responses", "openai-chat")
+
+
+def _load_sdk() -> Any:
+    """The ``openai`` module, imported on first use."""
+    try:
+        import openai  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:
+        raise UsageError("OpenAIModel needs the official SDK: pip install 'callbound[openai]'") from exc
+    return openai
+
+
+class OpenAIModel:
+    """A ``ModelClient`` for ``openai-responses`` or ``openai-chat`` over the official SDK.
+
+    ``base_url`` is the SDK's (it includes ``/v1``, e.g. ``http://127.0.0.1:8080/v1``); ``client``
+    may be an ``openai.AsyncOpenAI`` of your own (it is used through ``with_options(max_retries=0,
+    timeout=...)``); otherwise a client is made for each request, so the model works under any event
+    loop (``run_sync`` starts a new one each time)."""
+
+    def __init__(
+        self,
+        api: str = "openai-responses",
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        timeout_s: float | None = None,
+        client: Any = None,
+        caps: StreamCaps | None = None,
+    ) -> None:
+        if api not in APIS:
+            raise UsageError(f"OpenAIModel serves {', '.join(APIS)}, not {api!r}")
+        self.api = api
+        self._adapter: Adapter = get_adapter(api)
+        self.base_url = base_url
+        self._api_key = api_key
+        self.model = model
+        self.timeout_s = timeout_s
+        self.client = client
+        self.caps = caps
+        self._sdk = _load_sdk()
+        self.sdk_version = f"openai/{self._sdk.__version__}"
+
+    @property
+    def adapter(self) -> Adapter:
+        return self._adapter
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel({self.api!r}, base_url={self.base_url!r}, model={self.model!r})"
+
+    def _client(self, timeout: float) -> tuple[Any, bool]:
+        """(client, owned): a client with retries off and the request's timeout."""
+        if self.client is not None:
+            return self.client.with_options(max_retries=0, timeout=timeout), False
+        key = self._api_key or api_key_for(self.api)
+        if not key:
+            raise UsageError(
+                f"{self.api} needs an API key: set the environment variable {missing_key(self.api)}"
+            )
+        return self._sdk.AsyncOpenAI(
+            api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout
+        ), True
+
+    async def complete(
+        self,
+        body: dict[str, Any],
+        *,
+        stream: bool,
+        meta: RequestMeta,
+        on_progress: ProgressCallback | None = None,
+    ) -> ModelTurn:
+        if self.model and not body.get("model"):
+            body = {**body, "model": self.model}
+        name = body.get("model")
+        model = name if isinstance(name, str) else None
+        timeout = effective_timeout(meta.timeout_s, self.timeout_s)
+        client, owned = self._client(timeout)
+        try:
+            resource = client.responses if self.api == "openai-responses" else client.chat.completions
+            turn = await stainless_complete(
+                self._sdk,
+                resource,
+                self._adapter,
+                body,
+                stream=stream,
+                timeout=timeout,
+                model=model,
+                on_progress=on_progress,
+                caps=self.caps,
+            )
+        finally:
+            if owned:
+                await client.close()
+        return stamp_sdk_version(turn, self.sdk_version)
