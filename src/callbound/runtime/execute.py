@@ -98,11 +98,11 @@ def _result_for(spec: ToolSpec, runner: Runner, value: Any) -> tuple[dict[str, A
     return ok_result(data), data
 
 
-def _ctx(runner: Runner, op: Operation, rec: CallRecord, spec: ToolSpec) -> CallContext:
+def _ctx(runner: Runner, op: Operation, rec: CallRecord, spec: ToolSpec, attempt: int = 1) -> CallContext:
     remaining = max(0.0, op.budgets.deadline_s - op.spent.active_s)
     deadline = runner.clock.now() + timedelta(seconds=remaining)
     return CallContext(
-        op.operation_id, op.tenant, op.subject, rec.call_id, spec.name, rec.idempotency_key, deadline
+        op.operation_id, op.tenant, op.subject, rec.call_id, spec.name, rec.idempotency_key, deadline, attempt
     )
 
 
@@ -178,17 +178,28 @@ async def _run_read(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRec
     assert spec is not None
     if _repeat_refused(runner, op, turn, rec, spec):
         return
+    # Fix: reads run concurrently, and the run used to be counted only after the handler returned, so
+    # identical reads of one turn all passed the check (5 proposals ran 4 times with
+    # max_identical_calls=2). Reserve the run now; give it back if the run does not succeed.
+    key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
+    op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
     rec.status = RUNNING
     outcome = await runner.executor.run(
         spec.handler, _args(spec, rec), _ctx(runner, op, rec, spec), _timeout_s(op, spec)
     )
     rec.producer = "handler"
+    succeeded = False
     if outcome.kind == "ok":
         model_result, output = _result_for(spec, runner, outcome.value)
-        if model_result["ok"]:
-            _count_run(op, rec, spec)
+        succeeded = bool(model_result["ok"])
+        if succeeded:
+            rec.identical_key = key
         seal(runner, op, turn, rec, spec, model_result, output)
-    elif outcome.kind == "timeout":
+    if not succeeded:
+        op.spent.identical[key] -= 1
+    if outcome.kind == "ok":
+        return
+    if outcome.kind == "timeout":
         seal(runner, op, turn, rec, spec, error_result(TIMEOUT, outcome.message or "timeout"))
     else:
         seal(runner, op, turn, rec, spec, error_result(HANDLER_ERROR, outcome.message or "the tool failed"))
@@ -252,7 +263,17 @@ async def _run_write(
 ) -> None:
     spec = runner.registry.get(rec.tool)
     assert spec is not None and rec.idempotency_key is not None
-    entry = None if ledger_disabled() else runner.store.ledger_get(op.tenant, rec.idempotency_key)
+    # Fix: an earlier write of this turn with the same intent keeps its outcome in op.pending_ledger
+    # until the next commit; reading only the store saw that write's STARTED row and treated a finished
+    # write like a crash (RECONCILE, then OUTCOME_UNKNOWN) instead of replaying it. Newest entry wins.
+    pending = [e for e in op.pending_ledger if e.key == rec.idempotency_key and e.tenant == op.tenant]
+    entry = (
+        None
+        if ledger_disabled()
+        else pending[-1]
+        if pending
+        else runner.store.ledger_get(op.tenant, rec.idempotency_key)
+    )
     action = decide(entry)
     attempts = entry.attempts if entry else 0
     if action is LedgerAction.REPLAY:
@@ -277,8 +298,10 @@ async def _run_write(
     rec.status = RUNNING
     await flush()  # C1 / STARTED is durable before the effect (D18)
     crash_point("after_ledger_started", spec.name)
+    # Fix: CallContext.attempt was always 1; a write run again after NotApplied (ledger FAILED) now
+    # sees the ledger's attempt number.
     outcome: HandlerOutcome = await runner.executor.run(
-        spec.handler, _args(spec, rec), _ctx(runner, op, rec, spec), _timeout_s(op, spec)
+        spec.handler, _args(spec, rec), _ctx(runner, op, rec, spec, attempts), _timeout_s(op, spec)
     )
     crash_point("after_effect_before_result_commit", spec.name)
     rec.producer = "handler"

@@ -101,7 +101,9 @@ class Operation:
     instructions: str | None
     offered: list[str]
     input: str | None
-    app: dict[str, Any] | None = None  # {"ref": "module:factory", "args": {...}} to rebuild the runner elsewhere (D21)
+    app: dict[str, Any] | None = (
+        None  # {"ref": "module:factory", "args": {...}} to rebuild the runner elsewhere (D21)
+    )
     machine: Machine = field(default_factory=Machine)
     spent: Spent = field(default_factory=Spent)
     usage: Usage = field(default_factory=Usage)

@@ -390,9 +390,12 @@ class Runner:
         # by a runner with a larger registry offered the model tools it was never given (and whose
         # calls dispatch then rejects as UNKNOWN_TOOL). Declare only the operation's offered tools.
         if set(op.offered) == set(self.registry.names()):
-            return self.tools
+            return list(self.tools)
         offered = set(op.offered)
-        return self.adapter.render_tools([d for d in self.registry.declarations() if d.name in offered])
+        rendered: list[dict[str, Any]] = self.adapter.render_tools(
+            [d for d in self.registry.declarations() if d.name in offered]
+        )
+        return rendered
 
     def _price(self) -> Price | None:
         model = self.settings.get("model")
@@ -621,7 +624,10 @@ class Runner:
         if PLANNED in statuses:
             planned = [r for r in op.current.records if r.status == PLANNED]
             self._move(
-                op, State.EXECUTING, "execute", call_ids=[r.call_id for r in planned],
+                op,
+                State.EXECUTING,
+                "execute",
+                call_ids=[r.call_id for r in planned],
                 idempotency_keys=[r.idempotency_key for r in planned if r.idempotency_key],
             )
         elif WAITING in statuses:

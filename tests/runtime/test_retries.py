@@ -1,0 +1,286 @@
+"""Retries of model requests (D26): what is retried, how long it waits, and that retries are not turns."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import callbound as cb
+from callbound.core.types import RawFailure
+from callbound.testing import ApiError, Stream, StreamCut
+
+from .helpers import (
+    Counter,
+    calls,
+    fc,
+    final,
+    get_order_tool,
+    last_outputs,
+    make,
+    stream_events,
+)
+
+A1 = {"order_id": "A1"}
+
+
+def error_body(etype: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"type": etype, "code": code, "message": "nope", "param": None}}
+
+
+def retry_transitions(out: cb.Outcome) -> list[Any]:
+    return [t for t in out.history if t.state == "RETRY"]
+
+
+async def test_429_with_retry_after_then_success() -> None:
+    h = make(
+        [ApiError(429, error_body("rate_limit_error"), headers={"retry-after": "2"}), final("resp_1", "hi")],
+        [get_order_tool()],
+        budgets=cb.Budgets(max_model_turns=1),  # the retry must not use up a turn
+    )
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED and out.text == "hi"
+    assert any(s >= 2.0 for s in h.clock.slept)
+    assert len(h.model.requests) == 2
+    assert out.spent["model_turns"] == 1
+    assert len(retry_transitions(out)) == 1
+
+
+async def test_retries_do_not_count_as_turns_in_a_tool_loop() -> None:
+    counter = Counter()
+    script = [
+        ApiError(503),
+        calls("resp_1", fc("call_1", "get_order", A1)),
+        ApiError(500),
+        ApiError(502),
+        final("resp_2"),
+    ]
+    h = make(script, [get_order_tool(counter)], budgets=cb.Budgets(max_model_turns=2, max_retries=2))
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    assert counter.n == 1
+    assert out.spent["model_turns"] == 2
+    assert len(h.model.requests) == 5
+    # the results of the tool turn went to every retried request
+    assert last_outputs(h.model)["call_1"]["ok"] is True
+
+
+async def test_fatal_400_fails_at_once_with_error_details() -> None:
+    h = make(
+        [ApiError(400, error_body("invalid_request_error", "bad_param")), final("resp_1")], [get_order_tool()]
+    )
+    out = await h.run()
+    assert out.state == cb.State.FAILED
+    assert len(h.model.requests) == 1
+    assert h.clock.slept == []
+    last = out.history[-1]
+    assert last.state == "FAILED"
+    assert last.details["raw_stop_reason"] == "400"
+    assert last.details["error_type"] == "invalid_request_error"
+    assert last.details["error_code"] == "bad_param"
+    assert last.details["status"] == 400
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 422])
+async def test_other_4xx_are_fatal(status: int) -> None:
+    h = make([ApiError(status), final("resp_1")], [get_order_tool()])
+    out = await h.run()
+    assert out.state == cb.State.FAILED and len(h.model.requests) == 1
+
+
+async def test_quota_429_is_fatal() -> None:
+    h = make(
+        [ApiError(429, error_body("insufficient_quota", "insufficient_quota")), final("resp_1")],
+        [get_order_tool()],
+    )
+    out = await h.run()
+    assert out.state == cb.State.FAILED
+    assert len(h.model.requests) == 1
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 503, 529])
+async def test_retryable_statuses(status: int) -> None:
+    h = make([ApiError(status), final("resp_1")], [get_order_tool()])
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    assert len(h.model.requests) == 2
+
+
+@pytest.mark.parametrize("max_retries", [0, 1, 3])
+async def test_more_than_max_retries_fails(max_retries: int) -> None:
+    script = [ApiError(503)] * (max_retries + 1) + [final("resp_1")]
+    h = make(script, [get_order_tool()], budgets=cb.Budgets(max_retries=max_retries))
+    out = await h.run()
+    assert out.state == cb.State.FAILED
+    assert len(h.model.requests) == max_retries + 1
+    assert len(retry_transitions(out)) == max_retries
+    assert out.history[-1].details["status"] == 503
+
+
+async def test_exactly_max_retries_then_success() -> None:
+    script = [ApiError(503)] * 3 + [final("resp_1")]
+    h = make(script, [get_order_tool()], budgets=cb.Budgets(max_retries=3))
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    assert len(h.model.requests) == 4
+    assert len(h.clock.slept) == 3
+
+
+async def test_retry_count_is_per_model_request() -> None:
+    counter = Counter()
+    script = [
+        ApiError(503),
+        ApiError(503),
+        calls("resp_1", fc("call_1", "get_order", A1)),
+        ApiError(503),
+        ApiError(503),
+        final("resp_2"),
+    ]
+    h = make(script, [get_order_tool(counter)], budgets=cb.Budgets(max_retries=2))
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+
+
+async def test_retry_after_beyond_the_deadline_is_not_waited_for() -> None:
+    h = make(
+        [ApiError(429, headers={"retry-after": "120"}), final("resp_1")],
+        [get_order_tool()],
+        budgets=cb.Budgets(deadline_s=60),
+    )
+    out = await h.run()
+    assert out.state == cb.State.FAILED
+    assert len(h.model.requests) == 1
+    assert all(s < 60 for s in h.clock.slept)
+
+
+async def test_backoff_is_bounded_and_honours_retry_after() -> None:
+    script = [ApiError(500), ApiError(429, headers={"retry-after": "7"}), ApiError(500), final("resp_1")]
+    h = make(script, [get_order_tool()])
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    assert len(h.clock.slept) == 3
+    assert h.clock.slept[1] >= 7.0
+    assert all(0 <= s <= 30 for s in h.clock.slept)
+
+
+async def test_failed_status_retryable_code_is_retried() -> None:
+    failed = {
+        "id": "resp_x",
+        "status": "failed",
+        "output": [],
+        "error": {"type": "server_error", "code": "server_error", "message": "oops"},
+    }
+    h = make([failed, final("resp_1")], [get_order_tool()])
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    assert len(h.model.requests) == 2
+
+
+async def test_connection_errors_are_retried() -> None:
+    h = make([RawFailure("connection"), RawFailure("timeout"), final("resp_1")], [get_order_tool()])
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    assert len(h.model.requests) == 3
+
+
+# ---- streams --------------------------------------------------------------------------------------
+
+
+async def test_streamed_round_trip() -> None:
+    counter = Counter()
+    script = [
+        stream_events(calls("resp_1", fc("call_1", "get_order", A1))),
+        stream_events(final("resp_2", "Shipped.")),
+    ]
+    h = make(script, [get_order_tool(counter)], settings={"stream": True})
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED and out.text == "Shipped."
+    assert counter.calls == ["A1"]
+    assert all(req.get("stream") is True for req in h.model.requests)
+    assert last_outputs(h.model)["call_1"]["ok"] is True
+    assert out.usage.input_tokens == 20
+
+
+async def test_raw_sse_stream() -> None:
+    events = stream_events(final("resp_1", "from sse"))
+    text = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    h = make([Stream(text, chunk_size=7)], [get_order_tool()], settings={"stream": True})
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED and out.text == "from sse"
+
+
+async def test_cut_stream_is_retried_then_succeeds() -> None:
+    counter = Counter()
+    full = stream_events(calls("resp_1", fc("call_1", "get_order", A1)))
+    script = [
+        [*full[:3], StreamCut()],  # dropped after the arguments started: the call must not run
+        full,
+        stream_events(final("resp_2")),
+    ]
+    h = make(
+        script, [get_order_tool(counter)], settings={"stream": True}, budgets=cb.Budgets(max_model_turns=2)
+    )
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    assert counter.n == 1
+    assert len(h.model.requests) == 3
+    assert out.spent["model_turns"] == 2
+    assert [t.cause for t in retry_transitions(out)] == ["stream_interrupted"]
+
+
+async def test_cut_streams_exhausting_retries_end_incomplete() -> None:
+    counter = Counter()
+    cut = [*stream_events(calls("resp_1", fc("call_1", "get_order", A1)))[:4], StreamCut()]
+    h = make(
+        [cut] * 3 + [stream_events(final("resp_2"))],
+        [get_order_tool(counter)],
+        settings={"stream": True},
+        budgets=cb.Budgets(max_retries=2),
+    )
+    out = await h.run()
+    assert out.state == cb.State.INCOMPLETE
+    assert out.reason == "STREAM_INTERRUPTED"
+    assert counter.n == 0
+    assert len(h.model.requests) == 3
+
+
+async def test_stream_ending_without_terminal_event_is_a_cut() -> None:
+    events = stream_events(final("resp_1", "partial"))[:-1]  # no response.completed
+    h = make([events], [get_order_tool()], settings={"stream": True}, budgets=cb.Budgets(max_retries=0))
+    out = await h.run()
+    assert out.state == cb.State.INCOMPLETE and out.reason == "STREAM_INTERRUPTED"
+
+
+async def test_stream_max_tokens_is_not_retried() -> None:
+    body = {
+        **calls("resp_1", fc("call_1", "get_order", A1)),
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+    }
+    counter = Counter()
+    h = make(
+        [stream_events(body), stream_events(final("resp_2"))],
+        [get_order_tool(counter)],
+        settings={"stream": True},
+    )
+    out = await h.run()
+    assert out.state == cb.State.INCOMPLETE and out.reason == "MAX_TOKENS"
+    assert counter.n == 0
+    assert len(h.model.requests) == 1
+
+
+async def test_progress_events_are_delivered_while_streaming() -> None:
+    seen: list[tuple[str, Any]] = []
+    script = [stream_events(calls("resp_1", fc("call_1", "get_order", A1))), stream_events(final("resp_2"))]
+    h = make(
+        script,
+        [get_order_tool()],
+        settings={"stream": True},
+        on_progress=lambda op_id, ev: seen.append((op_id, ev)),
+    )
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    kinds = [type(ev).__name__ for _, ev in seen]
+    assert kinds[0] == "CallStarted" and "CallReady" in kinds
+    assert {op_id for op_id, _ in seen} == {out.operation_id}
