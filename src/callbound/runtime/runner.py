@@ -257,8 +257,26 @@ class Runner:
                         "cancel it after the call finishes"
                     )
         self._stop(op, "CANCELLED", reason)
-        self.store.commit(op.take_commit())
+        # Take the fencing token forward: a worker still driving this operation fails its next write
+        # with StaleLease instead of overwriting the cancellation (D21).
+        commit = op.take_commit()
+        commit.fence = op.fence
+        op.fence = (op.fence or 0) + 1
+        commit.head["fence"] = op.fence
+        self.store.commit(commit)
         return self._outcome(op)
+
+    def approve(
+        self, approval_id: str, approver: str, tenant: str, reason: str | None = None
+    ) -> PendingApproval:
+        """Record an approval from any process (single use, D17); ``resume`` runs the call."""
+        return self.decide(Decision.approve(approval_id, approver, reason), tenant=tenant)
+
+    def deny(
+        self, approval_id: str, approver: str, tenant: str, reason: str | None = None
+    ) -> PendingApproval:
+        """Record a denial; on resume the model receives DENIED."""
+        return self.decide(Decision.deny(approval_id, approver, reason), tenant=tenant)
 
     def outcome(self, operation_id: str) -> Outcome:
         return self._outcome(self._load(operation_id))

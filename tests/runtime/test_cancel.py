@@ -1,0 +1,167 @@
+"""Runner.cancel and Runner.approve/deny (durability §3, §6)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from pydantic import BaseModel
+
+import callbound as cb
+from callbound.core.errors import StaleLease
+from callbound.stores.memory import MemoryStore
+from callbound.testing import FakeClock, ScriptedModel
+
+
+class Args(BaseModel):
+    order_id: str
+
+
+def call(rid: str, name: str) -> dict[str, object]:
+    return {
+        "id": rid,
+        "status": "completed",
+        "output": [
+            {
+                "type": "function_call",
+                "id": "fc_" + rid,
+                "call_id": "call_" + rid,
+                "name": name,
+                "arguments": '{"order_id": "A1"}',
+            }
+        ],
+    }
+
+
+FINAL = {
+    "id": "r_final",
+    "status": "completed",
+    "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}],
+}
+
+
+def test_cancel_a_waiting_operation_and_resume_is_refused() -> None:
+    reg = cb.Registry(
+        [
+            cb.ToolSpec(
+                name="refund",
+                description="d",
+                params=Args,
+                handler=lambda a, c: 1,
+                schema_version="1",
+                risk="irreversible",
+            )
+        ]
+    )
+    runner = cb.Runner(
+        model=ScriptedModel("openai-responses", [call("r1", "refund"), FINAL]),
+        registry=reg,
+        clock=FakeClock(),
+    )
+    out = runner.run_sync("x", tenant="t", subject="s")
+    assert out.state == "WAITING_APPROVAL"
+    cancelled = runner.cancel(out.operation_id, "customer withdrew")
+    assert cancelled.state == "STOPPED" and cancelled.reason == "CANCELLED"
+    assert cancelled.escalation is not None and cancelled.escalation["detail"] == "customer withdrew"
+    with pytest.raises(cb.UsageError):
+        runner.resume_sync(out.operation_id)
+    with pytest.raises(cb.UsageError):
+        runner.cancel(out.operation_id)
+
+
+def test_cancel_is_refused_while_a_write_handler_runs_and_fences_out_the_old_owner() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def slow_write(args: Args, ctx: cb.CallContext) -> int:
+        started.set()
+        release.wait(5)
+        return 1
+
+    store = MemoryStore()
+    reg = cb.Registry(
+        [
+            cb.ToolSpec(
+                name="write",
+                description="d",
+                params=Args,
+                handler=slow_write,
+                schema_version="1",
+                risk="write",
+                timeout_ms=10_000,
+            )
+        ]
+    )
+    runner = cb.Runner(
+        model=ScriptedModel("openai-responses", [call("r1", "write"), FINAL]),
+        registry=reg,
+        store=store,
+        clock=FakeClock(),
+    )
+    other = cb.Runner(
+        model=ScriptedModel("openai-responses", []), registry=reg, store=store, clock=FakeClock()
+    )
+
+    async def scenario() -> None:
+        task = asyncio.create_task(runner.run("x", tenant="t", subject="s", operation_id="op_1"))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        with pytest.raises(cb.UsageError, match="running write call"):
+            other.cancel("op_1")
+        release.set()
+        out = await task
+        assert out.state == "COMPLETED"
+
+    asyncio.run(scenario())
+
+
+def test_cancel_takes_the_fence_so_a_stale_writer_cannot_overwrite_it() -> None:
+    store = MemoryStore()
+    reg = cb.Registry(
+        [cb.ToolSpec(name="get", description="d", params=Args, handler=lambda a, c: 1, schema_version="1")]
+    )
+    runner = cb.Runner(
+        model=ScriptedModel("openai-responses", [call("r1", "get"), FINAL]),
+        registry=reg,
+        store=store,
+        clock=FakeClock(),
+    )
+    op_id = runner.submit("x", tenant="t", subject="s")
+    claimed = store.claim("worker-1", 30.0)
+    assert claimed is not None and claimed[0] == op_id
+    stale = runner._load(op_id)  # the worker's in-memory copy, loaded under its lease
+    assert stale.fence == claimed[1]
+    runner.cancel(op_id)
+    with pytest.raises(StaleLease):
+        store.commit(stale.take_commit())
+    assert runner.outcome(op_id).state == "STOPPED"
+
+
+def test_approve_and_deny_by_tenant() -> None:
+    reg = cb.Registry(
+        [
+            cb.ToolSpec(
+                name="refund",
+                description="d",
+                params=Args,
+                handler=lambda a, c: 1,
+                schema_version="1",
+                risk="irreversible",
+            )
+        ]
+    )
+    runner = cb.Runner(
+        model=ScriptedModel("openai-responses", [call("r1", "refund"), FINAL]),
+        registry=reg,
+        clock=FakeClock(),
+    )
+    out = runner.run_sync("x", tenant="tenant-a", subject="s")
+    approval_id = out.pending_approvals[0].approval_id
+    with pytest.raises(cb.UnknownApproval):
+        runner.approve(approval_id, "alice", tenant="tenant-b")  # another tenant's approver cannot decide
+    decided = runner.approve(approval_id, "alice", tenant="tenant-a")
+    assert decided.status == "approved"
+    assert runner.approve(approval_id, "alice", tenant="tenant-a") == decided  # replay: original decision
+    with pytest.raises(cb.ApprovalAlreadyDecided):
+        runner.deny(approval_id, "bob", tenant="tenant-a", reason="no")
+    assert runner.resume_sync(out.operation_id).state == "COMPLETED"
