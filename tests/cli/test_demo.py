@@ -18,14 +18,17 @@ CLI = [sys.executable, "-m", "callbound.cli"]
 
 def run_cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, input=stdin or "", env=env,
-                          timeout=120)
+    return subprocess.run(
+        [*CLI, *args], cwd=cwd, capture_output=True, text=True, input=stdin or "", env=env, timeout=120
+    )
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_scenario_reaches_documented_state(scenario: str, tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'demo.db'}"
-    r = run_cli("demo", "refund", "--scenario", scenario, "--approve", "--json", "--store", store, cwd=tmp_path)
+    r = run_cli(
+        "demo", "refund", "--scenario", scenario, "--approve", "--json", "--store", store, cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     state, reason = SCENARIOS[scenario]
@@ -36,7 +39,9 @@ def test_scenario_reaches_documented_state(scenario: str, tmp_path: Path) -> Non
     assert data["refunds_for_intent"] == expected_refunds
 
 
-def test_non_interactive_demo_saves_waiting_then_approve_and_resume_from_other_processes(tmp_path: Path) -> None:
+def test_non_interactive_demo_saves_waiting_then_approve_and_resume_from_other_processes(
+    tmp_path: Path,
+) -> None:
     store = f"sqlite:///{tmp_path / 'demo.db'}"
     r = run_cli("demo", "refund", "--json", "--store", store, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -75,7 +80,9 @@ def test_self_approval_is_refused(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'demo.db'}"
     waiting = json.loads(run_cli("demo", "refund", "--json", "--store", store, cwd=tmp_path).stdout)
     approval_id = waiting["pending_approvals"][0]["approval_id"]
-    r = run_cli("approvals", "approve", approval_id, "--approver", "customer-1", "--store", store, cwd=tmp_path)
+    r = run_cli(
+        "approvals", "approve", approval_id, "--approver", "customer-1", "--store", store, cwd=tmp_path
+    )
     assert r.returncode == 2
     assert "own call" in r.stderr
 

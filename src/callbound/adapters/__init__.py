@@ -7,7 +7,13 @@ import importlib
 from ..core.errors import UsageError
 from .base import Adapter
 
-API_NAMES = ("openai-responses", "openai-chat", "anthropic-messages", "gemini-generate", "gemini-interactions")
+API_NAMES = (
+    "openai-responses",
+    "openai-chat",
+    "anthropic-messages",
+    "gemini-generate",
+    "gemini-interactions",
+)
 
 _MODULES = {
     "openai-responses": "openai_responses",

@@ -58,7 +58,9 @@ class Adapter(Protocol):
         """Provider tool declarations (D9). Raises ``UnsupportedSchema`` for what it cannot express."""
         ...
 
-    def initial_items(self, user_input: str | None, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def initial_items(
+        self, user_input: str | None, messages: Sequence[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         """Prior messages (provider-native, D25) followed by the user's input."""
         ...
 
@@ -66,7 +68,9 @@ class Adapter(Protocol):
         """The items that carry a turn's output back unchanged (D8)."""
         ...
 
-    def result_items(self, turn: ModelTurn, results: Sequence[tuple[ToolCall, dict[str, Any]]]) -> list[dict[str, Any]]:
+    def result_items(
+        self, turn: ModelTurn, results: Sequence[tuple[ToolCall, dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
         """Items carrying ``model_result`` for each call of ``turn``, in the order given (D8)."""
         ...
 
@@ -85,9 +89,13 @@ class Adapter(Protocol):
         the API supports it; otherwise the whole transcript ``items`` is replayed."""
         ...
 
-    def parse_response(self, body: bytes | str | dict[str, Any], *, model: str | None = None) -> ModelTurn: ...
+    def parse_response(
+        self, body: bytes | str | dict[str, Any], *, model: str | None = None
+    ) -> ModelTurn: ...
 
-    def stream_assembler(self, caps: StreamCaps | None = None, *, model: str | None = None) -> StreamAssembler: ...
+    def stream_assembler(
+        self, caps: StreamCaps | None = None, *, model: str | None = None
+    ) -> StreamAssembler: ...
 
     def map_error(self, failure: RawFailure, *, model: str | None = None) -> ModelTurn:
         """Classify a transport failure (D26, D30, D32) into an API_FAILURE or TRUNCATED turn."""
@@ -224,7 +232,9 @@ def http_retryable(status: int | None, kind: str) -> bool:
     return status in (408, 409, 429, 529) or 500 <= status <= 599
 
 
-QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "spend_limit_reached", "quota_exceeded"})
+QUOTA_CODES = frozenset(
+    {"insufficient_quota", "billing_hard_limit_reached", "spend_limit_reached", "quota_exceeded"}
+)
 
 
 def stream_cut_turn(api: str, provenance: Provenance, raw_sha256: str, response_id: str | None) -> ModelTurn:
