@@ -9,7 +9,7 @@ atomic transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -78,6 +78,36 @@ class Store(Protocol):
     def audit_events(self, operation_id: str) -> list[AuditEvent]: ...
 
     def close(self) -> None: ...
+
+
+# Head states a worker may pick up (D21). WAITING_APPROVAL counts only once none of the operation's
+# approvals is still pending and unexpired.
+CLAIMABLE_STATES: tuple[str, ...] = ("MODEL_REQUESTED", "RETRY", "VALIDATING", "EXECUTING", "RESULTS_READY")
+WAITING_APPROVAL = "WAITING_APPROVAL"
+
+# Returns seconds since the Unix epoch; overrides the store's clock (the database's, for durable
+# stores) in lease methods. For tests.
+NowFn = Callable[[], float]
+
+
+class LeaseStore(Store, Protocol):
+    """Worker leases with fencing tokens (D21). Every store callbound ships implements this."""
+
+    def claim(self, worker_id: str, lease_s: float, now_fn: NowFn | None = None) -> tuple[str, int] | None:
+        """Atomically take the oldest runnable operation whose lease is free or expired: set its owner
+        and expiry, increment its fencing token (``head["fence"]`` too) and return
+        ``(operation_id, fence)``; None when there is nothing to do."""
+        ...
+
+    def renew(
+        self, operation_id: str, worker_id: str, fence: int, lease_s: float, now_fn: NowFn | None = None
+    ) -> bool:
+        """Extend a lease still held under ``fence``; False if another worker has taken it over."""
+        ...
+
+    def release(self, operation_id: str, fence: int) -> bool:
+        """Give the lease up (the token stays, so it never goes back); False if no longer held."""
+        ...
 
 
 def heads_only(rows: Sequence[StoredOperation]) -> list[dict[str, Any]]:

@@ -4,13 +4,15 @@ lost with the process."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
 from ..core.errors import StaleLease, StoreError
 from ..core.idempotency import LedgerEntry
-from .base import Commit, JournalRow, StoredOperation
+from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
+from .schema import utc
 
 
 class MemoryStore:
@@ -22,16 +24,15 @@ class MemoryStore:
         self._approvals: dict[str, PendingApproval] = {}
         self._audit: dict[str, list[AuditEvent]] = {}
         self._order: list[str] = []
+        self._leases: dict[str, tuple[str, float]] = {}  # operation -> (worker, expiry in epoch seconds)
 
     def commit(self, commit: Commit) -> None:
         with self._lock:
             op = commit.operation_id
+            # validate everything first: a refused commit writes nothing
             if commit.create:
                 if op in self._heads:
                     raise StoreError(f"operation {op} already exists")
-                self._order.append(op)
-                self._journals[op] = []
-                self._audit[op] = []
             elif op not in self._heads:
                 raise StoreError(f"operation {op} does not exist")
             if commit.fence is not None and not commit.create:
@@ -40,12 +41,15 @@ class MemoryStore:
                     raise StaleLease(
                         f"operation {op}: lease token {commit.fence} is stale (current {current})"
                     )
-            chain = self._audit[op]
-            for ev in commit.audit:
-                expected = len(chain)
-                if ev.seq != expected:
-                    raise StoreError(f"audit sequence {ev.seq} for {op} does not follow {expected - 1}")
-                chain.append(ev)
+            stored = 0 if commit.create else len(self._audit[op])
+            for i, ev in enumerate(commit.audit):
+                if ev.seq != stored + i:
+                    raise StoreError(f"audit sequence {ev.seq} for {op} does not follow {stored + i - 1}")
+            if commit.create:
+                self._order.append(op)
+                self._journals[op] = []
+                self._audit[op] = []
+            self._audit[op].extend(commit.audit)
             self._heads[op] = commit.head
             self._journals[op].extend(commit.journal)
             for entry in commit.ledger:
@@ -64,7 +68,9 @@ class MemoryStore:
         self, *, tenant: str | None = None, state: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
         with self._lock:
-            out = []
+            out: list[dict[str, Any]] = []
+            if limit <= 0:
+                return out
             for op in reversed(self._order):
                 head = self._heads[op]
                 if tenant is not None and head.get("tenant") != tenant:
@@ -114,6 +120,50 @@ class MemoryStore:
     def audit_events(self, operation_id: str) -> list[AuditEvent]:
         with self._lock:
             return list(self._audit.get(operation_id, []))
+
+    # ---- leases (D21) ----------------------------------------------------------------------------
+
+    def claim(self, worker_id: str, lease_s: float, now_fn: NowFn | None = None) -> tuple[str, int] | None:
+        now = time.time() if now_fn is None else now_fn()
+        with self._lock:
+            waiting = {
+                a.operation_id
+                for a in self._approvals.values()
+                if a.status == "pending" and utc(a.expires_at).timestamp() > now
+            }
+            for op in self._order:
+                head = self._heads[op]
+                lease = self._leases.get(op)
+                if lease is not None and lease[1] > now:
+                    continue
+                state = head.get("state")
+                if state not in CLAIMABLE_STATES and (state != WAITING_APPROVAL or op in waiting):
+                    continue
+                fence = int(head.get("fence") or 0) + 1
+                self._heads[op] = {**head, "fence": fence}
+                self._leases[op] = (worker_id, now + lease_s)
+                return op, fence
+            return None
+
+    def renew(
+        self, operation_id: str, worker_id: str, fence: int, lease_s: float, now_fn: NowFn | None = None
+    ) -> bool:
+        now = time.time() if now_fn is None else now_fn()
+        with self._lock:
+            lease = self._leases.get(operation_id)
+            head = self._heads.get(operation_id)
+            if lease is None or head is None or lease[0] != worker_id or head.get("fence") != fence:
+                return False
+            self._leases[operation_id] = (worker_id, now + lease_s)
+            return True
+
+    def release(self, operation_id: str, fence: int) -> bool:
+        with self._lock:
+            head = self._heads.get(operation_id)
+            if operation_id not in self._leases or head is None or head.get("fence") != fence:
+                return False
+            del self._leases[operation_id]
+            return True
 
     def close(self) -> None:
         pass

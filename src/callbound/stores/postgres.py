@@ -1,0 +1,448 @@
+"""PostgreSQL store (psycopg 3, synchronous API). Needs the ``postgres`` extra.
+
+This module is imported only by ``open_store`` or by users who ask for it, never by ``import
+callbound``. One ``commit`` is one transaction: a fenced ``UPDATE … RETURNING`` of the head row (or the
+``INSERT`` of a new one), then the appended journal and audit rows and the ledger and approval upserts,
+pipelined. Statements are prepared by psycopg after a few uses. Workers claim operations with
+``FOR UPDATE SKIP LOCKED`` and lease times come from the database's clock (D21).
+
+psycopg errors are translated into ``StoreError`` here and nowhere else (D30).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+try:
+    import psycopg
+    from psycopg import conninfo as _conninfo
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("PostgreSQL needs the postgres extra: pip install 'callbound[postgres]'") from exc
+
+from ..core.approvals import PendingApproval
+from ..core.audit import AuditEvent
+from ..core.errors import SchemaVersionError, StaleLease, StoreError
+from ..core.idempotency import LedgerEntry
+from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
+from .schema import (
+    DB_SCHEMA_VERSION,
+    META_KEY,
+    POSTGRES_MIGRATIONS,
+    check_migrations,
+    dumps,
+    newer_than_code,
+    utc,
+    with_fence,
+)
+
+_CLAIMABLE_SQL = ", ".join(f"'{s}'" for s in CLAIMABLE_STATES)
+_NOW = "COALESCE(to_timestamp(%s::float8), clock_timestamp())"  # a test clock, else the database's
+
+_INSERT_OP = (
+    "INSERT INTO operations (operation_id, tenant, state, created_at, updated_at, head, journal_len, "
+    "audit_len, fence, wake_at) VALUES (%s, %s, %s, %s, %s, %s::json, %s, %s, %s, "
+    "COALESCE(%s::timestamptz, '-infinity')) "
+    "ON CONFLICT (operation_id) DO NOTHING"
+)
+_UPDATE_OP = (
+    "UPDATE operations SET tenant = %s, state = %s, created_at = %s, updated_at = %s, head = %s::json, "
+    "journal_len = journal_len + %s, audit_len = audit_len + %s, fence = %s "
+    "WHERE operation_id = %s AND (%s::bigint IS NULL OR fence IS NULL OR fence = %s) "
+    "AND (%s::integer IS NULL OR audit_len = %s) RETURNING journal_len"
+)
+_INSERT_JOURNAL = "INSERT INTO journal (operation_id, pos, kind, data) VALUES (%s, %s, %s, %s::json)"
+_INSERT_AUDIT = (
+    "INSERT INTO audit (operation_id, seq, kind, at, data, prev_hash, hash) "
+    "VALUES (%s, %s, %s, %s, %s::json, %s, %s)"
+)
+_UPSERT_LEDGER = (
+    "INSERT INTO ledger (tenant, key, operation_id, status, entry) VALUES (%s, %s, %s, %s, %s::json) "
+    "ON CONFLICT (tenant, key) DO UPDATE SET operation_id = excluded.operation_id, "
+    "status = excluded.status, entry = excluded.entry"
+)
+_UPSERT_APPROVAL = (
+    "INSERT INTO approvals (approval_id, operation_id, tenant, status, created_at, expires_at, data) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s::json) ON CONFLICT (approval_id) DO UPDATE SET "
+    "operation_id = excluded.operation_id, tenant = excluded.tenant, status = excluded.status, "
+    "created_at = excluded.created_at, expires_at = excluded.expires_at, data = excluded.data"
+)
+_DECIDE = (
+    "UPDATE approvals SET operation_id = %s, tenant = %s, status = %s, created_at = %s, expires_at = %s, "
+    "data = %s::json WHERE approval_id = %s AND status = 'pending'"
+)
+_REFRESH_WAKE = (
+    "UPDATE operations SET wake_at = COALESCE((SELECT min(expires_at) FROM approvals "
+    "WHERE operation_id = %(op)s AND status = 'pending'), '-infinity') WHERE operation_id = %(op)s"
+)
+# Two picks, each the oldest free operation of its kind (runnable state / waiting with nothing pending
+# any more), locked with SKIP LOCKED; the older of the two is taken. "c.id + 0" stops the planner from
+# walking every paused operation in id order: the few that woke up come from operations_wake instead.
+_FREE = "(c.lease_owner IS NULL OR c.lease_expires_at IS NULL OR c.lease_expires_at <= (SELECT t FROM n))"
+_CLAIM = (
+    "WITH n AS MATERIALIZED (SELECT COALESCE(to_timestamp(%(now)s::float8), clock_timestamp()) AS t), "
+    f"running AS (SELECT c.id FROM operations c WHERE c.state IN ({_CLAIMABLE_SQL}) AND {_FREE} "
+    "ORDER BY c.id LIMIT 1 FOR UPDATE OF c SKIP LOCKED), "
+    f"waiting AS (SELECT c.id FROM operations c WHERE c.state = '{WAITING_APPROVAL}' "
+    f"AND c.wake_at <= (SELECT t FROM n) AND {_FREE} AND NOT EXISTS (SELECT 1 FROM approvals a "
+    "WHERE a.operation_id = c.operation_id AND a.status = 'pending' AND a.expires_at > (SELECT t FROM n)) "
+    "ORDER BY c.id + 0 LIMIT 1 FOR UPDATE OF c SKIP LOCKED), "
+    "pick AS (SELECT min(id) AS id FROM (SELECT id FROM running UNION ALL SELECT id FROM waiting) x) "
+    "UPDATE operations o SET fence = COALESCE(o.fence, 0) + 1, lease_owner = %(worker)s, "
+    "lease_expires_at = n.t + %(lease)s * interval '1 second' "
+    "FROM pick, n WHERE o.id = pick.id RETURNING o.operation_id, o.fence"
+)
+_RENEW = (
+    f"UPDATE operations SET lease_expires_at = {_NOW} + %s * interval '1 second' "
+    "WHERE operation_id = %s AND lease_owner = %s AND fence = %s"
+)
+_RELEASE = (
+    "UPDATE operations SET lease_owner = NULL, lease_expires_at = NULL "
+    "WHERE operation_id = %s AND fence = %s AND lease_owner IS NOT NULL"
+)
+
+
+def _approval_row(a: PendingApproval) -> tuple[Any, ...]:
+    return (
+        a.approval_id,
+        a.operation_id,
+        a.tenant,
+        a.status,
+        utc(a.created_at),
+        utc(a.expires_at),
+        dumps(a.to_dict(), f"approval {a.approval_id}"),
+    )
+
+
+def _describe(url: str) -> str:
+    """host:port/dbname without credentials, for messages."""
+    try:
+        info = _conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        return "the configured server"
+    host = info.get("host") or "localhost"
+    port = info.get("port") or "5432"
+    return f"{host}:{port}/{info.get('dbname') or info.get('user') or ''}"
+
+
+class PostgresStore:
+    """A durable store in PostgreSQL. Tables live in the first schema of the connection's
+    ``search_path``; point it elsewhere with ``?options=-csearch_path%3Dmyschema`` in the URL."""
+
+    def __init__(self, url: str, *, connect_timeout_s: int = 10, application_name: str = "callbound") -> None:
+        self._url = url
+        self._where = _describe(url)
+        self._connect_kwargs: dict[str, Any] = {
+            "autocommit": True,  # transactions are explicit
+            "connect_timeout": connect_timeout_s,
+            "application_name": application_name,
+        }
+        self._lock = threading.Lock()
+        self._closed = False
+        self._conn = self._connect()
+        try:
+            self._open()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # ---- connecting and migrating -------------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self._url, **self._connect_kwargs)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {self._where}: {exc}; check the URL, that the server "
+                "is running and accepts connections, and the credentials"
+            ) from exc
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        """The connection, reopened once if the server dropped it (a restart, an idle timeout)."""
+        if self._closed:
+            raise StoreError("this PostgresStore is closed; open a new one")
+        if self._conn.closed:
+            self._conn = self._connect()
+        return self._conn
+
+    def _open(self) -> None:
+        check_migrations(POSTGRES_MIGRATIONS)
+        conn = self._conn
+        with self._errors("opening"):
+            found = self._read_version(conn)
+            if found == DB_SCHEMA_VERSION:
+                return
+            if found > DB_SCHEMA_VERSION:
+                raise SchemaVersionError(newer_than_code(found, f"the PostgreSQL database at {self._where}"))
+            # One migrator per schema at a time. A session lock, taken before the migrating transaction
+            # begins: a transaction that began earlier could still see "no tables" in its catalog cache.
+            key_row = conn.execute(
+                "SELECT hashtext(COALESCE(current_schema(), '') || '.callbound')"
+            ).fetchone()
+            key = 0 if key_row is None else int(key_row[0])
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            try:
+                with conn.transaction():
+                    found = self._read_version(conn)
+                    if found > DB_SCHEMA_VERSION:
+                        raise SchemaVersionError(
+                            newer_than_code(found, f"the PostgreSQL database at {self._where}")
+                        )
+                    for version in range(found + 1, DB_SCHEMA_VERSION + 1):
+                        POSTGRES_MIGRATIONS[version](conn.execute)
+                    if found < DB_SCHEMA_VERSION:
+                        conn.execute(
+                            "INSERT INTO meta (key, value) VALUES (%s, %s) "
+                            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                            (META_KEY, str(DB_SCHEMA_VERSION)),
+                        )
+            finally:
+                if not conn.closed:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    @staticmethod
+    def _read_version(conn: psycopg.Connection[Any]) -> int:
+        exists = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
+        if exists is None or not exists[0]:
+            return 0
+        row = conn.execute("SELECT value FROM meta WHERE key = %s", (META_KEY,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            raise StoreError(
+                f"PostgreSQL at {self._where} failed while {what}: {exc}; check that the server is up and "
+                "reachable, then retry"
+            ) from exc
+        except psycopg.DataError as exc:
+            raise StoreError(
+                f"PostgreSQL at {self._where} cannot store the data of {what}: {exc}; ids, keys and "
+                "tenant names must be text without NUL characters, and the database encoding UTF8"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"PostgreSQL at {self._where} refused {what}: {exc}; check that the database holds callbound "
+                "tables and the user may write them"
+            ) from exc
+
+    # ---- the Store protocol -------------------------------------------------------------------
+
+    def commit(self, commit: Commit) -> None:
+        op = commit.operation_id
+        head = commit.head
+        head_json = dumps(head, f"the head of operation {op}")
+        journal = [
+            (row.kind, dumps(row.data, f"a {row.kind!r} journal row of {op}")) for row in commit.journal
+        ]
+        audit = [
+            (
+                op,
+                ev.seq,
+                ev.kind,
+                ev.at,
+                dumps(ev.data, f"audit event {ev.seq} of {op}"),
+                ev.prev_hash,
+                ev.hash,
+            )
+            for ev in commit.audit
+        ]
+        ledger = [
+            (e.tenant, e.key, e.operation_id, e.status.value, dumps(e.to_dict(), f"ledger entry {e.key}"))
+            for e in commit.ledger
+        ]
+        approvals = [_approval_row(a) for a in commit.approvals]
+        first_seq = commit.audit[0].seq if commit.audit else None
+        consecutive = all(ev.seq == (first_seq or 0) + i for i, ev in enumerate(commit.audit))
+        fence = head.get("fence")
+        columns = (head.get("tenant"), head.get("state"), head.get("created_at"), head.get("updated_at"))
+        with self._lock, self._errors(f"committing operation {op}"):
+            conn = self._connection()
+            with conn.transaction():
+                if commit.create:
+                    if first_seq not in (None, 0) or not consecutive:
+                        self._refuse(conn, commit)
+                    latest = {a[0]: a for a in approvals}.values()  # the last write of an approval wins
+                    wake = min((a[5] for a in latest if a[1] == op and a[3] == "pending"), default=None)
+                    cur = conn.execute(
+                        _INSERT_OP, (op, *columns, head_json, len(journal), len(audit), fence, wake)
+                    )
+                    if cur.rowcount != 1:
+                        raise StoreError(f"operation {op} already exists")
+                    start = 0
+                else:
+                    row = None
+                    guards = (commit.fence, commit.fence, first_seq, first_seq)
+                    if consecutive:
+                        row = conn.execute(
+                            _UPDATE_OP,
+                            (*columns, head_json, len(journal), len(audit), fence, op, *guards),
+                        ).fetchone()
+                    if row is None:
+                        self._refuse(conn, commit)
+                    start = int(row[0]) - len(journal)
+                if journal or audit or ledger or approvals:
+                    with conn.pipeline(), conn.cursor() as cur:
+                        if journal:
+                            cur.executemany(
+                                _INSERT_JOURNAL, [(op, start + i, k, d) for i, (k, d) in enumerate(journal)]
+                            )
+                        if audit:
+                            cur.executemany(_INSERT_AUDIT, audit)
+                        if ledger:
+                            cur.executemany(_UPSERT_LEDGER, ledger)
+                        if approvals:
+                            cur.executemany(_UPSERT_APPROVAL, approvals)
+                            # a new operation got its wake time in the INSERT: no second row version
+                            wake_ops = {a[1] for a in approvals} - ({op} if commit.create else set())
+                            if wake_ops:
+                                cur.executemany(_REFRESH_WAKE, [{"op": o} for o in sorted(wake_ops)])
+
+    def _refuse(self, conn: psycopg.Connection[Any], commit: Commit) -> NoReturn:
+        """Say why a commit cannot be written (in the same order as MemoryStore) and raise; the
+        caller's transaction rolls back."""
+        op = commit.operation_id
+        stored_audit = 0
+        if commit.create:
+            if conn.execute("SELECT 1 FROM operations WHERE operation_id = %s", (op,)).fetchone() is not None:
+                raise StoreError(f"operation {op} already exists")
+        else:
+            row = conn.execute(
+                "SELECT fence, audit_len FROM operations WHERE operation_id = %s", (op,)
+            ).fetchone()
+            if row is None:
+                raise StoreError(f"operation {op} does not exist")
+            current, stored_audit = row
+            if commit.fence is not None and current is not None and current != commit.fence:
+                raise StaleLease(
+                    f"operation {op}: lease token {commit.fence} is stale (current {current}); "
+                    "another worker owns it now"
+                )
+        for i, ev in enumerate(commit.audit):
+            if ev.seq != stored_audit + i:
+                raise StoreError(
+                    f"audit sequence {ev.seq} for {op} does not follow {stored_audit + i - 1}; "
+                    "reload the operation before writing to it"
+                )
+        raise StoreError(f"operation {op} changed while committing; reload it and retry")
+
+    def load_operation(self, operation_id: str) -> StoredOperation | None:
+        with self._lock, self._errors(f"loading operation {operation_id}"):
+            conn = self._connection()
+            row = conn.execute(
+                "SELECT head, journal_len, fence FROM operations WHERE operation_id = %s", (operation_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            # rows below journal_len are immutable: no transaction needed for a consistent read
+            rows = conn.execute(
+                "SELECT kind, data FROM journal WHERE operation_id = %s AND pos < %s ORDER BY pos",
+                (operation_id, row[1]),
+            ).fetchall()
+        return StoredOperation(with_fence(row[0], row[2]), [JournalRow(k, d) for k, d in rows])
+
+    def list_operations(
+        self, *, tenant: str | None = None, state: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        where, params = _where((("tenant", tenant), ("state", state)))
+        sql = f"SELECT head, fence FROM operations{where} ORDER BY id DESC LIMIT %s"
+        with self._lock, self._errors("listing operations"):
+            rows = self._connection().execute(sql, (*params, max(limit, 0))).fetchall()
+        return [with_fence(r[0], r[1]) for r in rows]
+
+    def ledger_get(self, tenant: str, key: str) -> LedgerEntry | None:
+        with self._lock, self._errors("reading the ledger"):
+            row = (
+                self._connection()
+                .execute("SELECT entry FROM ledger WHERE tenant = %s AND key = %s", (tenant, key))
+                .fetchone()
+            )
+        return None if row is None else LedgerEntry.from_dict(row[0])
+
+    def get_approval(self, approval_id: str) -> PendingApproval | None:
+        with self._lock, self._errors("reading an approval"):
+            row = (
+                self._connection()
+                .execute("SELECT data FROM approvals WHERE approval_id = %s", (approval_id,))
+                .fetchone()
+            )
+        return None if row is None else PendingApproval.from_dict(row[0])
+
+    def list_approvals(
+        self,
+        *,
+        tenant: str | None = None,
+        status: str | None = "pending",
+        operation_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[PendingApproval]:
+        where, params = _where((("status", status), ("tenant", tenant), ("operation_id", operation_id)))
+        sql = f"SELECT data FROM approvals{where} ORDER BY created_at, id LIMIT %s"
+        with self._lock, self._errors("listing approvals"):
+            rows = self._connection().execute(sql, (*params, max(limit, 0))).fetchall()
+        return [PendingApproval.from_dict(r[0]) for r in rows]
+
+    def decide_approval(self, decided: PendingApproval) -> bool:
+        a = _approval_row(decided)
+        with self._lock, self._errors(f"deciding approval {decided.approval_id}"):
+            conn = self._connection()
+            with conn.transaction():
+                if conn.execute(_DECIDE, (*a[1:], a[0])).rowcount != 1:
+                    return False
+                conn.execute(_REFRESH_WAKE, {"op": decided.operation_id})
+                return True
+
+    def audit_events(self, operation_id: str) -> list[AuditEvent]:
+        with self._lock, self._errors(f"reading the audit chain of {operation_id}"):
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT seq, kind, at, data, prev_hash, hash FROM audit "
+                    "WHERE operation_id = %s ORDER BY seq",
+                    (operation_id,),
+                )
+                .fetchall()
+            )
+        return [
+            AuditEvent(operation_id, seq, kind, at, data, prev, h) for seq, kind, at, data, prev, h in rows
+        ]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._conn.close()
+
+    # ---- leases (D21) -------------------------------------------------------------------------
+
+    def claim(self, worker_id: str, lease_s: float, now_fn: NowFn | None = None) -> tuple[str, int] | None:
+        now = None if now_fn is None else float(now_fn())
+        with self._lock, self._errors("claiming an operation"):
+            row = (
+                self._connection()
+                .execute(_CLAIM, {"now": now, "worker": worker_id, "lease": lease_s})
+                .fetchone()
+            )
+        return None if row is None else (str(row[0]), int(row[1]))
+
+    def renew(
+        self, operation_id: str, worker_id: str, fence: int, lease_s: float, now_fn: NowFn | None = None
+    ) -> bool:
+        now = None if now_fn is None else float(now_fn())
+        with self._lock, self._errors(f"renewing the lease on {operation_id}"):
+            cur = self._connection().execute(_RENEW, (now, lease_s, operation_id, worker_id, fence))
+            return cur.rowcount == 1
+
+    def release(self, operation_id: str, fence: int) -> bool:
+        with self._lock, self._errors(f"releasing the lease on {operation_id}"):
+            return self._connection().execute(_RELEASE, (operation_id, fence)).rowcount == 1
+
+
+def _where(filters: Sequence[tuple[str, str | None]]) -> tuple[str, list[str]]:
+    used = [(column, value) for column, value in filters if value is not None]
+    if not used:
+        return "", []
+    return " WHERE " + " AND ".join(f"{column} = %s" for column, _ in used), [v for _, v in used]

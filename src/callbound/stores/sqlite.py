@@ -1,0 +1,443 @@
+"""SQLite store: one file, WAL, ``synchronous=FULL`` by default (D18).
+
+One ``commit`` is one ``BEGIN IMMEDIATE`` transaction, so a commit costs one WAL append and one fsync
+however long the operation's history is: the head row is replaced, journal and audit rows are
+appended (``executemany``), ledger entries and approvals are upserted. ``BEGIN IMMEDIATE`` takes the
+write lock before reading the fencing token, so several processes on one host can share the file
+(waiting up to ``busy_timeout_ms`` for each other); readers never block writers in WAL mode.
+
+sqlite3 errors are translated into ``StoreError`` here and nowhere else (D30).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ..core.approvals import PendingApproval
+from ..core.audit import AuditEvent
+from ..core.errors import SchemaVersionError, StaleLease, StoreError, UsageError
+from ..core.idempotency import LedgerEntry
+from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
+from .schema import (
+    DB_SCHEMA_VERSION,
+    META_KEY,
+    SQLITE_MIGRATIONS,
+    check_migrations,
+    dumps,
+    epoch_us,
+    newer_than_code,
+    with_fence,
+)
+
+SYNCHRONOUS_MODES = ("FULL", "EXTRA", "NORMAL")
+_DB_NOW = "(julianday('now') - 2440587.5) * 86400.0"  # the database's clock, seconds since the epoch
+_CLAIMABLE_SQL = ", ".join(f"'{s}'" for s in CLAIMABLE_STATES)
+
+_INSERT_OP = (
+    "INSERT INTO operations (operation_id, tenant, state, created_at, updated_at, head, journal_len, "
+    "audit_len, fence, wake_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (operation_id) DO NOTHING"
+)
+_SELECT_FOR_COMMIT = "SELECT fence, journal_len, audit_len FROM operations WHERE operation_id = ?"
+_UPDATE_OP = (
+    "UPDATE operations SET tenant = ?, state = ?, created_at = ?, updated_at = ?, head = ?, "
+    "journal_len = journal_len + ?, audit_len = audit_len + ?, fence = ? WHERE operation_id = ?"
+)
+_INSERT_JOURNAL = "INSERT INTO journal (operation_id, pos, kind, data) VALUES (?, ?, ?, ?)"
+_INSERT_AUDIT = (
+    "INSERT INTO audit (operation_id, seq, kind, at, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_UPSERT_LEDGER = (
+    "INSERT INTO ledger (tenant, key, operation_id, status, entry) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (tenant, key) DO UPDATE SET operation_id = excluded.operation_id, "
+    "status = excluded.status, entry = excluded.entry"
+)
+_UPSERT_APPROVAL = (
+    "INSERT INTO approvals (approval_id, operation_id, tenant, status, created_us, expires_us, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id) DO UPDATE SET "
+    "operation_id = excluded.operation_id, tenant = excluded.tenant, status = excluded.status, "
+    "created_us = excluded.created_us, expires_us = excluded.expires_us, data = excluded.data"
+)
+_REFRESH_WAKE = (
+    "UPDATE operations SET wake_us = COALESCE((SELECT min(expires_us) FROM approvals "
+    "WHERE operation_id = ?1 AND +status = 'pending'), 0) WHERE operation_id = ?1"
+)
+_DECIDE = (
+    "UPDATE approvals SET operation_id = ?, tenant = ?, status = ?, created_us = ?, expires_us = ?, "
+    "data = ? WHERE approval_id = ? AND status = 'pending'"
+)
+# Free at ?1 (seconds), and runnable: in a runnable state, or waiting with no approval still pending
+# at ?2 (microseconds). "+a.expires_us" keeps the planner on the per-operation approvals index.
+_LEASE_FREE = "(o.lease_owner IS NULL OR o.lease_expires_at IS NULL OR o.lease_expires_at <= ?1)"
+_NONE_PENDING = (
+    "NOT EXISTS (SELECT 1 FROM approvals a WHERE a.operation_id = o.operation_id "
+    "AND a.status = 'pending' AND +a.expires_us > ?2)"
+)
+_CLAIMABLE = (
+    f"{_LEASE_FREE} AND (o.state IN ({_CLAIMABLE_SQL}) "
+    f"OR (o.state = '{WAITING_APPROVAL}' AND {_NONE_PENDING}))"
+)
+# Two cheap picks; the older wins. Runnable states: operations_state. Waiting operations: only those
+# whose wake time has come (operations_wake), not every paused one.
+_PICK_RUNNING = f"SELECT min(o.id) FROM operations o WHERE o.state IN ({_CLAIMABLE_SQL}) AND {_LEASE_FREE}"
+_PICK_WAITING = (
+    f"SELECT o.id FROM operations o WHERE o.state = '{WAITING_APPROVAL}' AND o.wake_us <= ?2 "
+    f"AND {_LEASE_FREE} AND {_NONE_PENDING} ORDER BY o.id LIMIT 1"
+)
+_CLAIM_CHECK = f"SELECT o.operation_id, o.fence FROM operations o WHERE o.id = ?3 AND {_CLAIMABLE}"
+_CLAIM_TAKE = "UPDATE operations SET fence = ?, lease_owner = ?, lease_expires_at = ? WHERE id = ?"
+_RENEW = (
+    f"UPDATE operations SET lease_expires_at = COALESCE(?, {_DB_NOW}) + ? "
+    "WHERE operation_id = ? AND lease_owner = ? AND fence = ?"
+)
+_RELEASE = (
+    "UPDATE operations SET lease_owner = NULL, lease_expires_at = NULL "
+    "WHERE operation_id = ? AND fence = ? AND lease_owner IS NOT NULL"
+)
+
+
+def _approval_row(a: PendingApproval) -> tuple[str, str, str, str, int, int, str]:
+    return (
+        a.approval_id,
+        a.operation_id,
+        a.tenant,
+        a.status,
+        epoch_us(a.created_at),
+        epoch_us(a.expires_at),
+        dumps(a.to_dict(), f"approval {a.approval_id}"),
+    )
+
+
+def _check_audit(commit: Commit, stored: int) -> None:
+    for i, ev in enumerate(commit.audit):
+        if ev.seq != stored + i:
+            raise StoreError(
+                f"audit sequence {ev.seq} for {commit.operation_id} does not follow {stored + i - 1}; "
+                "reload the operation before writing to it"
+            )
+
+
+class SQLiteStore:
+    """A durable store in one SQLite file. ``synchronous="NORMAL"`` trades the last commits before a
+    power loss (not a process crash) for speed; the default ``FULL`` loses nothing that was committed."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = "callbound.db",
+        *,
+        synchronous: str = "FULL",
+        busy_timeout_ms: int = 10_000,
+    ) -> None:
+        mode = synchronous.upper()
+        if mode not in SYNCHRONOUS_MODES:
+            raise UsageError(f"synchronous={synchronous!r}: use one of {', '.join(SYNCHRONOUS_MODES)}")
+        if busy_timeout_ms < 0:
+            raise UsageError("busy_timeout_ms must be >= 0")
+        self.path = os.fspath(path)
+        self.synchronous = mode
+        self.busy_timeout_ms = busy_timeout_ms
+        self._lock = threading.Lock()
+        try:
+            self._conn = sqlite3.connect(
+                self.path,
+                timeout=busy_timeout_ms / 1000,
+                isolation_level=None,  # autocommit; transactions are explicit
+                check_same_thread=False,  # guarded by self._lock
+                cached_statements=256,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot open the SQLite database {self.path!r}: {exc}; check that its folder exists and "
+                "is writable"
+            ) from exc
+        try:
+            self._open()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # ---- opening and migrating ----------------------------------------------------------------
+
+    def _version(self) -> int:
+        has_meta = self._conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        if has_meta is None:
+            return 0
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _open(self) -> None:
+        check_migrations(SQLITE_MIGRATIONS)
+        with self._errors("opening"):
+            self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            # refuse a newer database before changing anything in it, even its journal mode
+            found = self._version()
+            if found > DB_SCHEMA_VERSION:
+                raise SchemaVersionError(newer_than_code(found, f"the SQLite database {self.path!r}"))
+            self._conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            self._conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            if found == DB_SCHEMA_VERSION:
+                return
+            with self._transaction():
+                found = self._version()  # another process may have migrated meanwhile
+                if found > DB_SCHEMA_VERSION:
+                    raise SchemaVersionError(newer_than_code(found, f"the SQLite database {self.path!r}"))
+                for version in range(found + 1, DB_SCHEMA_VERSION + 1):
+                    SQLITE_MIGRATIONS[version](self._conn.execute)
+                if found < DB_SCHEMA_VERSION:
+                    self._conn.execute(
+                        "INSERT INTO meta (key, value) VALUES (?, ?) "
+                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                        (META_KEY, str(DB_SCHEMA_VERSION)),
+                    )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE … COMMIT: the write lock is taken first, so reads inside see the latest
+        committed state and no other writer can slip in between a check and its write."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            text = str(exc)
+            if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+                raise StoreError(
+                    f"SQLite database {self.path!r} stayed locked for {self.busy_timeout_ms} ms while "
+                    f"{what}: another process holds a long write; retry, or raise busy_timeout_ms"
+                ) from exc
+            raise StoreError(
+                f"SQLite error while {what} on {self.path!r}: {exc}; check that the file is a callbound "
+                "database that was not edited by hand, that it is writable, and that the disk is not full"
+            ) from exc
+
+    def settings(self) -> dict[str, Any]:
+        """The connection's effective pragmas (journal mode, synchronous level, busy timeout)."""
+        with self._lock, self._errors("reading settings"):
+            sync = self._conn.execute("PRAGMA synchronous").fetchone()[0]
+            return {
+                "journal_mode": self._conn.execute("PRAGMA journal_mode").fetchone()[0],
+                "synchronous": {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(sync, str(sync)),
+                "busy_timeout_ms": self._conn.execute("PRAGMA busy_timeout").fetchone()[0],
+                "db_schema_version": self._version(),
+            }
+
+    # ---- the Store protocol -------------------------------------------------------------------
+
+    def commit(self, commit: Commit) -> None:
+        op = commit.operation_id
+        head = commit.head
+        head_json = dumps(head, f"the head of operation {op}")
+        journal = [
+            (row.kind, dumps(row.data, f"a {row.kind!r} journal row of {op}")) for row in commit.journal
+        ]
+        audit = [
+            (
+                op,
+                ev.seq,
+                ev.kind,
+                ev.at,
+                dumps(ev.data, f"audit event {ev.seq} of {op}"),
+                ev.prev_hash,
+                ev.hash,
+            )
+            for ev in commit.audit
+        ]
+        ledger = [
+            (e.tenant, e.key, e.operation_id, e.status.value, dumps(e.to_dict(), f"ledger entry {e.key}"))
+            for e in commit.ledger
+        ]
+        approvals = [_approval_row(a) for a in commit.approvals]
+        fence = head.get("fence")
+        columns = (head.get("tenant"), head.get("state"), head.get("created_at"), head.get("updated_at"))
+        with self._lock, self._errors(f"committing operation {op}"), self._transaction() as conn:
+            if commit.create:
+                latest = {a[0]: a for a in approvals}.values()  # the last write of an approval wins
+                wake = min((a[5] for a in latest if a[1] == op and a[3] == "pending"), default=0)
+                cur = conn.execute(
+                    _INSERT_OP, (op, *columns, head_json, len(journal), len(audit), fence, wake)
+                )
+                if cur.rowcount != 1:
+                    raise StoreError(f"operation {op} already exists")
+                _check_audit(commit, 0)  # after the existence check, as MemoryStore does; rolls back
+                start = 0
+            else:
+                row = conn.execute(_SELECT_FOR_COMMIT, (op,)).fetchone()
+                if row is None:
+                    raise StoreError(f"operation {op} does not exist")
+                current, start, stored_audit = row
+                if commit.fence is not None and current is not None and current != commit.fence:
+                    raise StaleLease(
+                        f"operation {op}: lease token {commit.fence} is stale (current {current}); "
+                        "another worker owns it now"
+                    )
+                _check_audit(commit, stored_audit)
+                conn.execute(_UPDATE_OP, (*columns, head_json, len(journal), len(audit), fence, op))
+            if journal:
+                conn.executemany(
+                    _INSERT_JOURNAL, [(op, start + i, kind, data) for i, (kind, data) in enumerate(journal)]
+                )
+            if audit:
+                conn.executemany(_INSERT_AUDIT, audit)
+            if ledger:
+                conn.executemany(_UPSERT_LEDGER, ledger)
+            if approvals:
+                conn.executemany(_UPSERT_APPROVAL, approvals)
+                # a new operation got its wake time in the INSERT: no second row version
+                wake_ops = {a[1] for a in approvals} - ({op} if commit.create else set())
+                if wake_ops:
+                    conn.executemany(_REFRESH_WAKE, [(o,) for o in sorted(wake_ops)])
+
+    def load_operation(self, operation_id: str) -> StoredOperation | None:
+        with self._lock, self._errors(f"loading operation {operation_id}"):
+            row = self._conn.execute(
+                "SELECT head, journal_len, fence FROM operations WHERE operation_id = ?", (operation_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            # rows below journal_len are immutable: no transaction needed for a consistent read
+            rows = self._conn.execute(
+                "SELECT kind, data FROM journal WHERE operation_id = ? AND pos < ? ORDER BY pos",
+                (operation_id, row[1]),
+            ).fetchall()
+        return StoredOperation(
+            with_fence(json.loads(row[0]), row[2]), [JournalRow(k, json.loads(d)) for k, d in rows]
+        )
+
+    def list_operations(
+        self, *, tenant: str | None = None, state: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        where, params = _where((("tenant", tenant), ("state", state)))
+        sql = f"SELECT head, fence FROM operations{where} ORDER BY id DESC LIMIT ?"
+        with self._lock, self._errors("listing operations"):
+            rows = self._conn.execute(sql, (*params, limit)).fetchall()
+        return [with_fence(json.loads(r[0]), r[1]) for r in rows]
+
+    def ledger_get(self, tenant: str, key: str) -> LedgerEntry | None:
+        with self._lock, self._errors("reading the ledger"):
+            row = self._conn.execute(
+                "SELECT entry FROM ledger WHERE tenant = ? AND key = ?", (tenant, key)
+            ).fetchone()
+        return None if row is None else LedgerEntry.from_dict(json.loads(row[0]))
+
+    def get_approval(self, approval_id: str) -> PendingApproval | None:
+        with self._lock, self._errors("reading an approval"):
+            row = self._conn.execute(
+                "SELECT data FROM approvals WHERE approval_id = ?", (approval_id,)
+            ).fetchone()
+        return None if row is None else PendingApproval.from_dict(json.loads(row[0]))
+
+    def list_approvals(
+        self,
+        *,
+        tenant: str | None = None,
+        status: str | None = "pending",
+        operation_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[PendingApproval]:
+        # one operation has few approvals: "+" keeps the planner on its index, not on a status scan
+        mark = "+" if operation_id is not None else ""
+        where, params = _where(
+            ((f"{mark}status", status), (f"{mark}tenant", tenant), ("operation_id", operation_id))
+        )
+        sql = f"SELECT data FROM approvals{where} ORDER BY created_us, id LIMIT ?"
+        with self._lock, self._errors("listing approvals"):
+            rows = self._conn.execute(sql, (*params, limit)).fetchall()
+        return [PendingApproval.from_dict(json.loads(r[0])) for r in rows]
+
+    def decide_approval(self, decided: PendingApproval) -> bool:
+        a = _approval_row(decided)
+        with (
+            self._lock,
+            self._errors(f"deciding approval {decided.approval_id}"),
+            self._transaction() as conn,
+        ):
+            if conn.execute(_DECIDE, (*a[1:], a[0])).rowcount != 1:
+                return False
+            conn.execute(_REFRESH_WAKE, (decided.operation_id,))
+            return True
+
+    def audit_events(self, operation_id: str) -> list[AuditEvent]:
+        with self._lock, self._errors(f"reading the audit chain of {operation_id}"):
+            rows = self._conn.execute(
+                "SELECT seq, kind, at, data, prev_hash, hash FROM audit WHERE operation_id = ? ORDER BY seq",
+                (operation_id,),
+            ).fetchall()
+        return [
+            AuditEvent(operation_id, seq, kind, at, json.loads(data), prev, h)
+            for seq, kind, at, data, prev, h in rows
+        ]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # ---- leases (D21) -------------------------------------------------------------------------
+
+    def claim(self, worker_id: str, lease_s: float, now_fn: NowFn | None = None) -> tuple[str, int] | None:
+        # Pick a candidate with a plain read (no write lock while scanning), then take it in a short
+        # BEGIN IMMEDIATE transaction that re-checks that one row; if another worker got there
+        # first, pick again.
+        with self._lock, self._errors("claiming an operation"):
+            conn = self._conn
+            for _ in range(16):
+                now = float(
+                    now_fn() if now_fn is not None else conn.execute(f"SELECT {_DB_NOW}").fetchone()[0]
+                )
+                now_us = int(now * 1_000_000)
+                running = conn.execute(_PICK_RUNNING, (now,)).fetchone()[0]
+                waiting = conn.execute(_PICK_WAITING, (now, now_us)).fetchone()
+                candidates = [i for i in (running, waiting and waiting[0]) if i is not None]
+                if not candidates:
+                    return None
+                picked = min(candidates)
+                with self._transaction():
+                    row = conn.execute(_CLAIM_CHECK, (now, now_us, picked)).fetchone()
+                    if row is None:
+                        continue
+                    operation_id, fence = row
+                    fence = int(fence or 0) + 1
+                    conn.execute(_CLAIM_TAKE, (fence, worker_id, now + lease_s, picked))
+                    return str(operation_id), fence
+            return None  # every candidate was taken under our feet: the caller polls again
+
+    def renew(
+        self, operation_id: str, worker_id: str, fence: int, lease_s: float, now_fn: NowFn | None = None
+    ) -> bool:
+        now = None if now_fn is None else float(now_fn())
+        with self._lock, self._errors(f"renewing the lease on {operation_id}"):
+            cur = self._conn.execute(_RENEW, (now, lease_s, operation_id, worker_id, fence))
+            return cur.rowcount == 1
+
+    def release(self, operation_id: str, fence: int) -> bool:
+        with self._lock, self._errors(f"releasing the lease on {operation_id}"):
+            return self._conn.execute(_RELEASE, (operation_id, fence)).rowcount == 1
+
+
+def _where(filters: Sequence[tuple[str, str | None]]) -> tuple[str, list[str]]:
+    """`` WHERE a = ? AND b = ?`` for the filters that are set (one cached statement per shape)."""
+    used = [(column, value) for column, value in filters if value is not None]
+    if not used:
+        return "", []
+    return " WHERE " + " AND ".join(f"{column} = ?" for column, _ in used), [v for _, v in used]
