@@ -93,6 +93,13 @@ def test_two_workers_and_an_approver(store_kind: str, tmp_path: Path) -> None:
             if done >= N // 5:
                 break
             time.sleep(0.05)
+        # ... at a moment when it is inside an operation: running its slow read, lease held.
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            lines = [ln for ln in (tmp_path / "w1.log").read_text().splitlines() if "op_" in ln]
+            if lines and "-> EXECUTING" in lines[-1]:
+                break
+            time.sleep(0.01)
         w1.send_signal(signal.SIGKILL)
         w1.wait(timeout=10)
         deadline = time.time() + 150

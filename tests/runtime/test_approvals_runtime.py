@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import callbound as cb
+from callbound.core.audit import audit_entries
 from callbound.core.canonical import canonical_json, sha256_hex
 from callbound.core.ids import RandomIds
 from callbound.testing import FakeClock, ScriptedModel
@@ -505,7 +506,7 @@ async def test_approval_events_are_audited() -> None:
     h, out = await paused()
     (p,) = out.pending_approvals
     out = await h.runner.resume(out.operation_id, [cb.Decision.approve(p.approval_id, approver="alice")])
-    kinds = [e.kind for e in h.store.audit_events(out.operation_id)]
+    kinds = [e.kind for e in audit_entries(h.store.audit_events(out.operation_id))]
     assert "approval_requested" in kinds and "approval_resolved" in kinds
 
 

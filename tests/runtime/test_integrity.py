@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import callbound as cb
+from callbound.core.audit import audit_entries
 from callbound.core.binding import PROTECTED_FIELDS
 from callbound.core.canonical import canonical_sha256
 from callbound.runtime.operation import Operation
@@ -59,7 +60,7 @@ def assert_integrity_failure(h: Harness, out: cb.Outcome, requests_before: int =
     assert len(h.model.requests) == requests_before  # the unbound results never went to the model
     stored = h.runner.outcome(out.operation_id)
     assert stored.state == cb.State.FAILED and stored.reason == "INTEGRITY"
-    assert "escalation" in [e.kind for e in h.store.audit_events(out.operation_id)]
+    assert "escalation" in [e.kind for e in audit_entries(h.store.audit_events(out.operation_id))]
 
 
 def _envs(op: Operation) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canonical_bytes, canonical_sha256
+from .canonical import canonical_json, canonical_sha256
 from .errors import CanonicalizationError
 
 GENESIS = "0" * 64
@@ -52,16 +52,13 @@ class AuditEvent:
 def link_hash(
     prev_hash: str, operation_id: str, seq: int, kind: str, at: str, data: dict[str, Any], key: bytes | None
 ) -> str:
-    body = canonical_bytes(
-        {
-            "prev": prev_hash,
-            "op": operation_id,
-            "seq": seq,
-            "kind": kind,
-            "at": at,
-            "data_sha256": canonical_sha256(data),
-        }
-    )
+    """Hash of one link: the canonical JSON (RFC 8785) of
+    ``{"at", "data_sha256", "kind", "op", "prev", "seq"}``, written out directly because this runs for
+    every event (keys already in canonical order; strings escaped by the canonical encoder)."""
+    body = (
+        f'{{"at":{canonical_json(at)},"data_sha256":"{canonical_sha256(data)}","kind":{canonical_json(kind)},'
+        f'"op":{canonical_json(operation_id)},"prev":{canonical_json(prev_hash)},"seq":{canonical_json(seq)}}}'
+    ).encode()
     if key:
         return hmac.new(key, body, hashlib.sha256).hexdigest()
     return hashlib.sha256(body).hexdigest()
@@ -117,3 +114,28 @@ def verify_chain(events: Sequence[AuditEvent], key: bytes | None = None) -> Chai
             return ChainBreak(ev.seq, "hash does not match the event's content")
         prev_hash = ev.hash
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One thing that happened (a transition, a model turn, a result, an approval, an escalation)."""
+
+    seq: int  # the chained event (one per commit) that holds it
+    kind: str
+    at: str
+    data: dict[str, Any]
+
+
+def audit_entries(events: Sequence[AuditEvent]) -> list[AuditEntry]:
+    """Flatten a chain into entries. The runtime chains one ``commit`` event per store commit holding
+    that commit's entries; events of any other kind are entries themselves."""
+    out: list[AuditEntry] = []
+    for ev in events:
+        items = ev.data.get("events") if ev.kind == "commit" else None
+        if isinstance(items, list):
+            for item in items:
+                if isinstance(item, dict) and isinstance(item.get("data"), dict):
+                    out.append(AuditEntry(ev.seq, str(item.get("kind")), str(item.get("at")), item["data"]))
+        else:
+            out.append(AuditEntry(ev.seq, ev.kind, ev.at, ev.data))
+    return out

@@ -66,7 +66,8 @@ def request_sha256(arguments_json: str | None) -> str:
     return sha256_hex(arguments_json if arguments_json is not None else "null")
 
 
-def compute_binding(trusted: TrustedCall, model_result: dict[str, Any]) -> str:
+def compute_binding(trusted: TrustedCall, model_result: dict[str, Any], result_sha: str | None = None) -> str:
+    """``result_sha`` may be passed when the caller just hashed ``model_result`` itself."""
     return canonical_sha256(
         {
             "v": 1,
@@ -86,7 +87,7 @@ def compute_binding(trusted: TrustedCall, model_result: dict[str, Any]) -> str:
             "effect": trusted.effect,
             "producer": trusted.producer,
             "request_sha256": request_sha256(trusted.arguments_json),
-            "result_sha256": canonical_sha256(model_result),
+            "result_sha256": result_sha if result_sha is not None else canonical_sha256(model_result),
         }
     )
 
@@ -96,6 +97,7 @@ def make_envelope(
 ) -> ResultEnvelope:
     """Build an envelope and its binding from trusted context. ``output`` is the handler's raw return
     value (kept for audit only); ``audit_input`` the (possibly redacted) arguments."""
+    result_sha = canonical_sha256(model_result)
     protected = {
         "provider": trusted.provider,
         "api": trusted.api,
@@ -115,8 +117,8 @@ def make_envelope(
         "tool": trusted.tool,
         "schema_version": trusted.schema_version,
         "request_sha256": request_sha256(trusted.arguments_json),
-        "result_sha256": canonical_sha256(model_result),
-        "call_binding_sha256": compute_binding(trusted, model_result),
+        "result_sha256": result_sha,
+        "call_binding_sha256": compute_binding(trusted, model_result, result_sha),
     }
     return ResultEnvelope(trusted.response_id, trusted.call_id, model_result, protected)
 

@@ -9,6 +9,7 @@ is the same as the stdlib's non-ASCII-preserving encoder, so that part is delega
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring
@@ -114,15 +115,78 @@ def _encode(value: Any, out: list[str]) -> None:
         raise CanonicalizationError(f"{type(value).__name__} is not a JSON value")
 
 
+_MIN_SAFE = -MAX_SAFE_INTEGER
+_dumps = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False, check_circular=False
+).encode
+
+
+def _bmp_key(key: str) -> bool:
+    """Code-point order equals UTF-16 order unless a key has characters beyond the BMP."""
+    return key.isascii() or bool(max(key) < "\U00010000")
+
+
+def _fast_ok(value: Any) -> bool:
+    """True when the stdlib's C encoder produces exactly the RFC 8785 text: no floats (ECMAScript
+    number formatting differs), integers within ±(2^53-1), string keys sortable by code point, and
+    only plain JSON containers. Anything else takes the exact pure-Python path. Scalars are checked
+    inline: this walk runs on every hash, so it avoids a call per leaf."""
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return True
+    if t is int:
+        return bool(_MIN_SAFE <= value <= MAX_SAFE_INTEGER)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or _bmp_key(key)):
+                return False
+            ti = type(item)
+            if ti is str or item is None or ti is bool:
+                continue
+            if ti is int:
+                if not _MIN_SAFE <= item <= MAX_SAFE_INTEGER:
+                    return False
+                continue
+            if not _fast_ok(item):
+                return False
+        return True
+    if t is list or t is tuple:
+        for item in value:
+            ti = type(item)
+            if ti is str or item is None or ti is bool:
+                continue
+            if not _fast_ok(item):
+                return False
+        return True
+    return False
+
+
+def _to_bytes(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate somewhere in a string
+        raise CanonicalizationError(
+            f"string is not valid Unicode: {exc.object[exc.start : exc.end]!r}"
+        ) from exc
+
+
 def canonical_json(value: Any) -> str:
     """Return the RFC 8785 text of ``value``; raise ``CanonicalizationError`` where it has none."""
+    if _fast_ok(value):
+        text: str = _dumps(value)
+        _to_bytes(text)
+        return text
     out: list[str] = []
     _encode(value, out)
     return "".join(out)
 
 
 def canonical_bytes(value: Any) -> bytes:
-    return canonical_json(value).encode("utf-8")
+    if _fast_ok(value):
+        return _to_bytes(_dumps(value))
+    out: list[str] = []
+    _encode(value, out)
+    return "".join(out).encode("utf-8")
 
 
 def sha256_hex(data: bytes | str) -> str:

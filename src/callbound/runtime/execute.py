@@ -127,7 +127,10 @@ async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[
         spec = runner.registry.get(rec.tool)
         (writes if spec is not None and spec.is_write else reads).append(rec)
 
-    if reads:
+    if len(reads) == 1:
+        rec = reads[0]  # the common case: no task, no semaphore
+        await _run_read(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)])
+    elif reads:
         sem = asyncio.Semaphore(op.budgets.max_parallel)
 
         async def one(rec: CallRecord) -> None:

@@ -126,6 +126,11 @@ class Operation:
     pending_ledger: list[LedgerEntry] = field(default_factory=list)
     pending_approvals: list[PendingApproval] = field(default_factory=list)
     pending_audit: list[AuditEvent] = field(default_factory=list)
+    # Audit entries made since the last commit; take_commit chains them as ONE event (D20), so the
+    # chain grows by one link per commit, not per transition.
+    pending_audit_items: list[dict[str, Any]] = field(default_factory=list)
+    audit_key: bytes | None = None
+    _budgets_cache: tuple[Budgets, dict[str, Any]] | None = None
     created: bool = False
 
     @property
@@ -141,7 +146,17 @@ class Operation:
         return t
 
     def audit(self, at: datetime, kind: str, data: dict[str, Any], key: bytes | None) -> None:
-        ev = next_event(self.audit_tail, self.operation_id, kind, at.isoformat(), data, key)
+        self.pending_audit_items.append({"kind": kind, "at": at.isoformat(), "data": data})
+        self.audit_key = key
+
+    def _seal_audit(self) -> None:
+        if not self.pending_audit_items:
+            return
+        items = self.pending_audit_items
+        self.pending_audit_items = []
+        ev = next_event(
+            self.audit_tail, self.operation_id, "commit", items[-1]["at"], {"events": items}, self.audit_key
+        )
         self.audit_tail = ev
         self.pending_audit.append(ev)
 
@@ -164,7 +179,7 @@ class Operation:
             "refusal": self.refusal,
             "input": self.input,
             "app": self.app,
-            "budgets": self.budgets.to_dict(),
+            "budgets": self._budgets_dict(),
             "settings": self.settings,
             "instructions": self.instructions,
             "offered": self.offered,
@@ -181,7 +196,16 @@ class Operation:
             "updated_at": self.machine.history[-1].at.isoformat() if self.machine.history else None,
         }
 
+    def _budgets_dict(self) -> dict[str, Any]:
+        # Budgets are frozen: serialise once, not on every commit.
+        cached = self._budgets_cache
+        if cached is None or cached[0] is not self.budgets:
+            cached = (self.budgets, self.budgets.to_dict())
+            self._budgets_cache = cached
+        return cached[1]
+
     def take_commit(self) -> Commit:
+        self._seal_audit()
         c = Commit(
             operation_id=self.operation_id,
             head=self.head(),

@@ -338,23 +338,24 @@ class Runner:
 
     def _move(self, op: Operation, target: State, cause: str, **details: Any) -> None:
         t = op.move(target, self.clock.now(), cause, self.audit_key, **details)
-        log.info(
-            "transition %s -> %s (%s)",
-            op.operation_id,
-            target.value,
-            cause,
-            extra={
-                "operation_id": op.operation_id,
-                "state": target.value,
-                "cause": cause,
-                "tenant": op.tenant,
-                **{
-                    k: v
-                    for k, v in details.items()
-                    if k in ("response_id", "call_ids", "approval_ids", "reason")
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "transition %s -> %s (%s)",
+                op.operation_id,
+                target.value,
+                cause,
+                extra={
+                    "operation_id": op.operation_id,
+                    "state": target.value,
+                    "cause": cause,
+                    "tenant": op.tenant,
+                    **{
+                        k: v
+                        for k, v in details.items()
+                        if k in ("response_id", "call_ids", "approval_ids", "idempotency_keys", "reason")
+                    },
                 },
-            },
-        )
+            )
         if self.on_transition is not None:
             self.on_transition(op.operation_id, t)
 

@@ -73,9 +73,11 @@ class ToolExecutor:
         self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float
     ) -> HandlerOutcome:
         try:
-            value = await asyncio.wait_for(handler(args, ctx), timeout=max(timeout_s, 0.0))
+            # asyncio.timeout cancels the handler in place (no extra task, unlike wait_for).
+            async with asyncio.timeout(max(timeout_s, 0.0)):
+                value = await handler(args, ctx)
         except TimeoutError:
-            # wait_for cancelled the task and waited for it: nothing of it is still running.
+            # The handler was cancelled and has finished: nothing of it is still running.
             return HandlerOutcome("timeout", message=f"the tool did not answer within {timeout_s:.3g}s")
         except NotApplied as exc:
             return HandlerOutcome("not_applied", message=_safe_message(exc))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.audit import verify_chain
+from ..core.audit import audit_entries, verify_chain
 from ..core.binding import TrustedCall, compute_binding, request_sha256
 from ..core.canonical import canonical_json, canonical_sha256
 from ..core.snapshot import turn_from_dict
@@ -47,7 +47,9 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
         return problems
     head = stored.head
     recorded = {
-        (ev.data.get("response_id"), ev.data.get("call_id")): ev.data for ev in events if ev.kind == "result"
+        (e.data.get("response_id"), e.data.get("call_id")): e.data
+        for e in audit_entries(events)
+        if e.kind == "result"
     }
     calls: dict[tuple[str, str], Any] = {}
     turns: dict[str, ModelTurn] = {}
