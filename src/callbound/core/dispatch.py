@@ -6,7 +6,6 @@ executes the plan. Rejections are data (error envelopes for the model), never ex
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -184,7 +183,9 @@ def plan_turn(
     A call id repeated within the response is ambiguous: none of those calls runs and exactly one
     ``DUPLICATE_CALL_ID`` rejection stands for that id (D7).
     """
-    counts = Counter(c.call_id for c in calls)
+    counts: dict[str, int] = {}
+    for c in calls:  # a plain dict: Counter costs more than the rest of planning for one call
+        counts[c.call_id] = counts.get(c.call_id, 0) + 1
     plan: list[PlanItem] = []
     seen_dup: set[str] = set()
     for call in calls:
