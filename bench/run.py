@@ -1,0 +1,1196 @@
+"""callbound benchmark suite: ``python bench/run.py [--quick]``.
+
+Prints every table and writes a Markdown report (``docs/benchmarks.md`` for a full run). Every
+measurement runs in a fresh interpreter (``bench/worker.py``) so imports, peak RSS and the SDKs'
+quadratic code cannot disturb each other.
+
+- ``--quick``: small N, callbound and the dict loops only, no frameworks or SDKs; needs nothing but
+  callbound's own venv and finishes in well under a minute (CI runs it). Writes
+  ``bench/.data/benchmarks-quick.md`` unless ``--output`` says otherwise, so a quick run never
+  overwrites the full report.
+- Full run: ``bench/.venv/bin/python bench/run.py`` with the frameworks installed from
+  ``bench/requirements.txt`` (see bench/README.md). A framework that is not importable is skipped
+  and its row says so.
+
+Timings are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (
+    DATA_DIR,
+    ROOT,
+    Table,
+    fmt,
+    have,
+    import_self_times,
+    loglog_slope,
+    machine_info,
+    median,
+    ratio,
+    run_worker,
+    time_fresh_process,
+    versions,
+)
+
+SECTIONS = ("imports", "loops", "durable", "streaming", "paused", "hashing")
+FRAMEWORKS = ("langgraph", "pydantic-ai", "agents")
+LOOP_LABELS = {
+    "callbound": "callbound (stateless replay)",
+    "callbound-prev-id": "callbound (previous_response_id)",
+    "callbound-async-handler": "callbound (async handler)",
+    "dict": "dict loop",
+    "dict-sha256": "dict loop + sha256 of canonical JSON",
+    "langgraph": "LangGraph (StateGraph + ToolNode)",
+    "pydantic-ai": "Pydantic AI (FunctionModel)",
+    "agents": "OpenAI Agents SDK (Model subclass)",
+}
+FRAMEWORK_MODULE = {"langgraph": "langgraph", "pydantic-ai": "pydantic_ai", "agents": "agents"}
+DURABLE_LABELS = {
+    "callbound-sqlite": "callbound + SQLiteStore (default: WAL, synchronous=FULL)",
+    "callbound-postgres": "callbound + PostgresStore",
+    "sqlite3-bare": "bare sqlite3 INSERT + COMMIT, WAL, synchronous=FULL",
+    "langgraph-sqlite": "LangGraph + SqliteSaver (defaults)",
+    "agents-sqlite": "Agents SDK + SQLiteSession (defaults)",
+}
+
+
+class Config:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.quick: bool = args.quick
+        self.runs: int = max(5, args.runs) if not self.quick else max(5, min(args.runs, 5))
+        self.loop_ns = (20, 100) if self.quick else (100, 200, 1000)
+        self.loop_pars = (1, 4)
+        self.durable_ns = (50,) if self.quick else (100, 1000)
+        self.durable_runs = 3 if self.quick else 5
+        self.paused_ops = 200 if self.quick else 10_000
+        self.paused_samples = 20 if self.quick else 200
+        self.import_repeat = 10 if self.quick else 20
+        self.frameworks = not self.quick and not args.no_frameworks
+        self.profile = not self.quick and not args.no_profile
+        self.dbdir = str(DATA_DIR / "db")
+        if args.loop_n:
+            self.loop_ns = tuple(int(x) for x in args.loop_n.split(","))
+        if args.durable_n:
+            self.durable_ns = tuple(int(x) for x in args.durable_n.split(","))
+        self.sizes = tuple(int(x) for x in args.sizes.split(",")) if args.sizes else None
+        if args.paused_ops:
+            self.paused_ops = args.paused_ops
+
+
+class Report:
+    def __init__(self) -> None:
+        self.sections: list[tuple[str, str, list[Table]]] = []  # (title, intro, tables)
+        self.results: dict[str, Any] = {}
+        self.notes: list[str] = []
+
+    def add(self, title: str, intro: str, tables: list[Table]) -> None:
+        self.sections.append((title, intro, tables))
+        for t in tables:
+            print()
+            print(t.text())
+        sys.stdout.flush()
+
+
+def log(msg: str) -> None:
+    print(f"[{datetime.now().strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---- 0. imports ----------------------------------------------------------------------------------
+
+FIRST_USE_CALLBOUND = "import sys; sys.path.insert(0, 'bench'); import loops; loops.build_callbound(1, 1)()"
+FIRST_USE_PYDANTIC = (
+    "from pydantic import BaseModel\n"
+    "class GetOrder(BaseModel):\n    order_id: str\n"
+    'GetOrder.model_validate_json(\'{"order_id": "A1"}\')'
+)
+
+
+def section_imports(cfg: Config, rep: Report) -> None:
+    rows: list[tuple[str, str, str]] = [
+        ("interpreter start", "pass", "-"),
+        ("import callbound", "import callbound", "callbound"),
+        ("import pydantic's BaseModel", "from pydantic import BaseModel", "pydantic"),
+        ("callbound: import + first use (one-turn run)", FIRST_USE_CALLBOUND, "callbound-first"),
+        ("pydantic: import + first use (define + validate)", FIRST_USE_PYDANTIC, "pydantic-first"),
+    ]
+    if cfg.frameworks:
+        from loops import IMPORT_CODE
+
+        for fw in FRAMEWORKS:
+            if have(FRAMEWORK_MODULE[fw]):
+                rows.append((LOOP_LABELS[fw].split(" (")[0], IMPORT_CODE[fw], fw))
+    results: dict[str, float] = {}
+    t = Table(
+        "Import time (median of fresh processes, wall clock, interpreter start included)",
+        ["what", "median ms", "min ms", "× import callbound", "code"],
+    )
+    for label, code, key in rows:
+        log(f"imports: {label}")
+        samples = time_fresh_process(code, cfg.import_repeat)
+        results[key] = median(samples) * 1e3
+        results[key + ":min"] = min(samples) * 1e3
+    base = results.get("callbound")
+    for label, code, key in rows:
+        shown = code if len(code) < 60 or key in FRAMEWORKS else "(see bench/run.py)"
+        t.add(label, fmt(results[key]), fmt(results[key + ":min"]), ratio(results[key], base), f"`{shown}`")
+    rep.results["imports"] = results
+    # What ``import callbound`` loads beyond ``from pydantic import BaseModel`` (-X importtime, median of 5).
+    cb_mods = import_self_times("import callbound")
+    pyd_mods = import_self_times("from pydantic import BaseModel")
+    extra = {m: us for m, us in cb_mods.items() if m not in pyd_mods}
+    own = sum(us for m, us in extra.items() if m.split(".")[0] == "callbound")
+    groups: dict[str, float] = {}
+    for m, us in extra.items():
+        groups[m.split(".")[0]] = groups.get(m.split(".")[0], 0.0) + us
+    t2 = Table(
+        "What `import callbound` loads beyond pydantic's BaseModel (python -X importtime, self time, median of 5)",
+        ["top-level package", "modules", "self ms"],
+    )
+    for pkg, us in sorted(groups.items(), key=lambda kv: -kv[1])[:12]:
+        t2.add(pkg, sum(1 for m in extra if m.split(".")[0] == pkg), fmt(us / 1e3, 1))
+    t3 = Table("Slowest callbound modules (self time, median of 5)", ["module", "self ms"])
+    for m, us in sorted(
+        ((m, us) for m, us in extra.items() if m.startswith("callbound")), key=lambda kv: -kv[1]
+    )[:10]:
+        t3.add(m, fmt(us / 1e3, 2))
+    results["extra_ms"] = sum(extra.values()) / 1e3
+    results["callbound_own_ms"] = own / 1e3
+    rep.results["import_groups"] = groups
+    rep.add(
+        "Import time",
+        f"Median of {cfg.import_repeat} fresh `python -c` processes after two unmeasured ones (bytecode "
+        "cache written and warm, page cache warm). Every number includes the interpreter's own start, "
+        "shown in the first row. -X importtime inflates every module's time a little; its numbers "
+        "rank the costs, the first table measures them.",
+        [t, t2, t3],
+    )
+
+
+# ---- 1. loop overhead ----------------------------------------------------------------------------
+
+
+def section_loops(cfg: Config, rep: Report) -> None:
+    impls = ["callbound", "callbound-prev-id", "callbound-async-handler", "dict", "dict-sha256"]
+    skipped: dict[str, str] = {}
+    for fw in FRAMEWORKS:
+        if not cfg.frameworks:
+            skipped[fw] = "skipped: --quick runs callbound and the dict loops only"
+        elif not have(FRAMEWORK_MODULE[fw]):
+            skipped[fw] = "skipped: not installed (see bench/README.md)"
+        else:
+            impls.append(fw)
+    res: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for n in cfg.loop_ns:
+        for par in cfg.loop_pars:
+            for impl in impls:
+                log(f"loops: {impl} N={n} calls/turn={par}")
+                w = run_worker(
+                    "loop", {"impl": impl, "n": n, "par": par, "runs": cfg.runs, "warmup": 1}, timeout=3600
+                )
+                if not w.ok:
+                    res[(impl, n, par)] = {"error": w.error}
+                    continue
+                d = w.data
+                own = [s - wr for s, wr in zip(d["samples_s"], d["wire_s"], strict=True)]
+                res[(impl, n, par)] = {
+                    "us": median(d["samples_s"]) / n * 1e6,
+                    "wire_us": median(d["wire_s"]) / n * 1e6,
+                    "own_us": median(own) / n * 1e6,
+                    "rss_mb": d["rss_mb"],
+                    "runs": len(d["samples_s"]),
+                }
+    tables = []
+    for par in cfg.loop_pars:
+        t = Table(
+            f"Loop overhead, {par} read call{'s' if par > 1 else ''} per turn (median of {cfg.runs} runs "
+            "after a warm-up operation of up to 50 turns; µs per tool-call round trip = one model turn and "
+            "its calls)",
+            [
+                "loop",
+                "N turns",
+                "µs / round trip",
+                "of which wire json.dumps",
+                "own work µs",
+                "µs / call",
+                "× callbound",
+                "peak RSS MB",
+            ],
+        )
+        for n in cfg.loop_ns:
+            base = res.get(("callbound", n, par), {}).get("own_us")
+            for impl in [*impls, *skipped]:
+                label = LOOP_LABELS[impl]
+                if impl in skipped:
+                    if n == cfg.loop_ns[0]:
+                        t.add(label, "-", skipped[impl])
+                    continue
+                r = res[(impl, n, par)]
+                if "error" in r:
+                    t.add(label, n, f"failed: {r['error']}")
+                    continue
+                wire = fmt(r["wire_us"]) if impl.startswith("callbound") else "-"
+                t.add(
+                    label,
+                    n,
+                    fmt(r["us"]),
+                    wire,
+                    fmt(r["own_us"]),
+                    fmt(r["own_us"] / par),
+                    ratio(r["own_us"], base),
+                    fmt(r["rss_mb"]),
+                )
+        tables.append(t)
+    rep.results["loops"] = res
+    rep.results["loops_impls"] = impls
+    rep.add(
+        "1. Loop overhead (in memory)",
+        "Each loop runs one operation of N turns against an instant in-process fake model: turn k asks for "
+        "`get_order` with an order id no other turn uses, the last turn answers with text. callbound's fake "
+        "client implements the `ModelClient` protocol and builds each turn with the real OpenAI Responses "
+        "adapter's `parse_response(dict)`; it serialises every request with `json.dumps` as an HTTP transport "
+        "must, and that wire time is shown apart: **own work** is callbound's time without it (stateless "
+        "replay resends the whole history each turn by design, D8; `previous_response_id` sends only the new "
+        "items). `× callbound` compares own work with callbound's stateless own work at the same N. The "
+        "frameworks' fake models receive Python objects, so they have no wire column. Tools are plain sync "
+        "functions everywhere (callbound runs sync handlers in a worker thread with a timeout; the async-handler "
+        "row shows the loop without that hop). Budgets are raised explicitly "
+        "(`Budgets(max_model_turns=N+5, max_tool_calls=N·calls+5, deadline_s=3600, max_no_progress_turns=N+5)`); "
+        "Pydantic AI gets `UsageLimits(request_limit=N+5)`, LangGraph `recursion_limit=2N+10`, the Agents SDK "
+        "`max_turns=N+5` with tracing disabled. Peak RSS is the worker process's maximum (interpreter, imports, "
+        "warm-up and all runs).",
+        tables,
+    )
+
+
+# ---- 2. durable overhead -------------------------------------------------------------------------
+
+
+def _strace_once(impl: str, n: int, dbdir: str, per_rt: int) -> tuple[int | None, int | None]:
+    """(fsync + fdatasync calls, store commits) of one run of ``n`` turns under ``strace -f -c``."""
+    out = DATA_DIR / f"strace-{impl}-{n}.txt"
+    params = {"impl": impl, "n": n, "dbdir": dbdir, "commits_per_rt": per_rt}
+    if not _strace_ok():
+        w = run_worker("durable_once", params, timeout=1800)
+        return None, (w.data.get("commits") if w.ok else None)
+    prefix = ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", str(out)]
+    w = run_worker("durable_once", params, prefix=prefix, timeout=1800)
+    if not w.ok or not out.exists():
+        return None, None
+    calls = 0
+    for line in out.read_text().splitlines():
+        parts = line.split()
+        if parts and parts[-1] in ("fsync", "fdatasync"):
+            calls += int(parts[3])
+    return calls, w.data.get("commits")
+
+
+def steady_per_rt(impl: str, dbdir: str, quick: bool, per_rt: int = 2) -> tuple[float | None, float | None]:
+    """(fsyncs, commits) per round trip in steady state: (count at N1 - count at N0) / (N1 - N0), so the
+    operation's first and last commits and the database's setup cancel out."""
+    n0, n1 = (10, 40) if quick else (20, 120)
+    f0, c0 = _strace_once(impl, n0, dbdir, per_rt)
+    f1, c1 = _strace_once(impl, n1, dbdir, per_rt)
+    fs = None if f0 is None or f1 is None else (f1 - f0) / (n1 - n0)
+    cs = None if not c0 or not c1 else (c1 - c0) / (n1 - n0)
+    return fs, cs
+
+
+_STRACE: bool | None = None
+
+
+def _strace_ok() -> bool:
+    global _STRACE
+    if _STRACE is None:
+        try:
+            r = subprocess.run(["strace", "-c", "-o", os.devnull, "true"], capture_output=True, timeout=30)
+            _STRACE = r.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _STRACE = False
+    return _STRACE
+
+
+def section_durable(cfg: Config, rep: Report) -> None:
+    import durable
+
+    res: dict[tuple[str, int], dict[str, Any]] = {}
+    rows: list[str] = []
+    skipped: dict[str, str] = {}
+    if durable.sqlite_store_available():
+        rows += ["callbound-sqlite", "sqlite3-bare"]
+    else:
+        skipped["callbound-sqlite"] = "skipped: callbound.stores.sqlite is not in this build"
+        rows += ["sqlite3-bare"]
+    if not durable.postgres_url():
+        skipped["callbound-postgres"] = "skipped: set CALLBOUND_TEST_POSTGRES"
+    elif not durable.postgres_store_available():
+        skipped["callbound-postgres"] = "skipped: callbound.stores.postgres or psycopg is not installed"
+    else:
+        rows.append("callbound-postgres")
+    for fw in ("langgraph-sqlite", "agents-sqlite"):
+        if not cfg.frameworks:
+            skipped[fw] = "skipped: --quick runs callbound only"
+        elif not have(durable.REQUIRES[fw]):
+            skipped[fw] = "skipped: not installed (see bench/README.md)"
+        else:
+            rows.append(fw)
+    paired = [r for r in ("callbound-sqlite", "sqlite3-bare") if r in rows]
+    groups = [paired] + [[r] for r in rows if r not in paired]
+    bare_per_rt = 2
+    for n in cfg.durable_ns:
+        for group in groups:
+            log(f"durable: {' + '.join(group)} N={n}")
+            w = run_worker(
+                "durable",
+                {"impls": group, "n": n, "runs": cfg.durable_runs, "warmup": 1, "dbdir": cfg.dbdir},
+                timeout=3600,
+            )
+            for impl in group:
+                if not w.ok:
+                    res[(impl, n)] = {"error": w.error}
+                    continue
+                d = w.data[impl]
+                res[(impl, n)] = {
+                    "ms": median(d["samples_s"]) / n * 1e3,
+                    "commits_rt": d["commits"] / n if d["commits"] else None,
+                }
+                if impl == "sqlite3-bare":
+                    bare_per_rt = w.data["bare_commits_per_rt"]
+    fsync: dict[str, float | None] = {}
+    steady: dict[str, float | None] = {}
+    for impl in rows:
+        if impl == "callbound-postgres":
+            fsync[impl] = None
+            continue
+        log(f"durable: steady-state commits and fsyncs (strace) for {impl}")
+        fsync[impl], steady[impl] = steady_per_rt(impl, cfg.dbdir, cfg.quick, bare_per_rt)
+    t = Table(
+        f"Durable overhead, 1 read call per turn (median of {cfg.durable_runs} runs after a warm-up; "
+        "callbound and the bare baseline interleaved run by run)",
+        [
+            "store",
+            "N turns",
+            "ms / round trip",
+            "commits / operation ÷ N",
+            "commits / round trip (steady)",
+            "fsyncs / round trip (steady)",
+            "× callbound",
+        ],
+    )
+    for n in cfg.durable_ns:
+        base = res.get(("callbound-sqlite", n), {}).get("ms")
+        for impl in [*rows, *skipped]:
+            label = DURABLE_LABELS[impl]
+            if impl in skipped:
+                if n == cfg.durable_ns[0]:
+                    t.add(label, "-", skipped[impl])
+                continue
+            r = res[(impl, n)]
+            if "error" in r:
+                t.add(label, n, f"failed: {r['error']}")
+                continue
+            f = fsync.get(impl)
+            fs = "n/a (server side)" if impl == "callbound-postgres" else ("-" if f is None else f"{f:.2f}")
+            cr, st = r["commits_rt"], steady.get(impl)
+            t.add(
+                label,
+                n,
+                fmt(r["ms"], 3),
+                "-" if cr is None else f"{cr:.2f}",
+                "-" if st is None else f"{st:.2f}",
+                fs,
+                ratio(r["ms"], base),
+            )
+    rep.results["durable"] = res
+    rep.results["durable_fsync"] = fsync
+    rep.results["durable_steady_commits"] = steady
+    rep.results["durable_bare_per_rt"] = bare_per_rt
+    rep.add(
+        "2. Durable overhead",
+        "The loop of section 1 (stateless replay, one call per turn) with each framework's SQLite persistence, "
+        "a fresh database file per run in `bench/.data/db` (the project's disk). The bare baseline does only "
+        f"`BEGIN; INSERT one turn-sized row; COMMIT` {bare_per_rt}× per round trip (callbound's measured commit "
+        "count), WAL with `synchronous=FULL`: the floor for that many durable commits on this disk. "
+        "Commits are counted by wrapping `Store.commit` (callbound) and in the baseline's loop: per operation "
+        "divided by N, and in steady state; fsyncs are `fsync` + `fdatasync` system calls counted with "
+        "`strace -f -c`. Steady state is (count of a 120-turn run − count of a 20-turn run) / 100, so the "
+        "operation's first and last commits and the database setup cancel out. "
+        "PostgreSQL fsyncs happen in the server and are not counted here.",
+        [t],
+    )
+
+
+# ---- 3. streaming assembly -----------------------------------------------------------------------
+
+
+def section_streaming(cfg: Config, rep: Report) -> None:
+    import streaming
+
+    sizes = list(cfg.sizes or streaming.iter_sizes(cfg.quick))
+    apis = [a for a in streaming.APIS if streaming.adapter_available(a)]
+    missing = [a for a in streaming.APIS if a not in apis]
+    cb: dict[tuple[str, int], dict[str, Any]] = {}
+    sdk: dict[tuple[str, int], dict[str, Any]] = {}
+    for api in apis:
+        for size in sizes:
+            log(f"streaming: callbound {api} {size:,} B")
+            runs = 3 if size >= 10_000_000 or cfg.quick else 5
+            w = run_worker("stream_cb", {"api": api, "size": size, "runs": runs}, timeout=1800)
+            cb[(api, size)] = w.data if w.ok else {"error": w.error}
+    sdk_apis = [a for a in streaming.SDKS if cfg.frameworks and have(streaming.SDK_REQUIRES[a])]
+    for api in sdk_apis:
+        over = False
+        for size in sizes:
+            if over:
+                sdk[(api, size)] = {"timeout": True, "inferred": True}
+                continue
+            log(f"streaming: SDK {streaming.SDKS[api]} {size:,} B")
+            w = run_worker("stream_sdk", {"sdk": api, "size": size}, timeout=streaming.SDK_LIMIT_S + 120)
+            if w.timed_out:
+                sdk[(api, size)] = {"timeout": True}
+            elif not w.ok:
+                sdk[(api, size)] = {"error": w.error}
+            else:
+                sdk[(api, size)] = w.data
+            over = bool(sdk[(api, size)].get("timeout"))
+    t = Table(
+        "Streaming assembly of one tool call (callbound: bytes → SSEReader → decode_event → assembler → "
+        "finish, SHA-256 of the raw bytes included)",
+        [
+            "API",
+            "argument bytes",
+            "events",
+            "SSE MB",
+            "callbound s",
+            "events/s",
+            "argument MB/s",
+            "s / MB",
+            "SDK accumulator s",
+            "SDK ÷ callbound",
+        ],
+    )
+    for api in apis:
+        for size in sizes:
+            r = cb[(api, size)]
+            if "error" in r:
+                t.add(api, f"{size:,}", f"failed: {r['error']}")
+                continue
+            s = r["seconds"]
+            sd = sdk.get((api, size))
+            if sd is None:
+                sdk_cell, sdk_ratio = ("-" if api not in streaming.SDKS else "skipped"), "-"
+            elif sd.get("timeout"):
+                sdk_cell, sdk_ratio = (
+                    f"> {streaming.SDK_LIMIT_S:.0f} s",
+                    f"> {streaming.SDK_LIMIT_S / s:,.0f}×",
+                )
+            elif "error" in sd:
+                sdk_cell, sdk_ratio = f"failed: {sd['error']}", "-"
+            else:
+                sdk_cell, sdk_ratio = fmt(sd["seconds"], 3), ratio(sd["seconds"], s)
+            t.add(
+                api,
+                f"{size:,}",
+                f"{r['events']:,}",
+                fmt(r["wire_bytes"] / 1e6, 2),
+                fmt(s, 4),
+                f"{r['events'] / s:,.0f}",
+                fmt(size / 1e6 / s, 2),
+                fmt(s / (size / 1e6), 3),
+                sdk_cell,
+                sdk_ratio,
+            )
+    for api in missing:
+        t.add(api, "-", "skipped: adapter module not in this build")
+    s2 = Table(
+        "Growth (least-squares slope of log time against log size; 1.0 is linear, 2.0 quadratic)",
+        [
+            "API",
+            "delta bytes",
+            "callbound exponent",
+            "worst s / MB (≥ 1 MB)",
+            "SDK accumulator",
+            "SDK exponent",
+        ],
+    )
+    exps: dict[str, float] = {}
+    for api in apis:
+        pts = [(size, cb[(api, size)]["seconds"]) for size in sizes if "seconds" in cb[(api, size)]]
+        e = loglog_slope([p[0] for p in pts], [p[1] for p in pts]) if len(pts) >= 2 else math.nan
+        exps[api] = e
+        big = [s / (size / 1e6) for size, s in pts if size >= 1_000_000]
+        sdk_pts = [
+            (size, sdk[(api, size)]["seconds"])
+            for size in sizes
+            if (api, size) in sdk and not sdk[(api, size)].get("timeout") and "seconds" in sdk[(api, size)]
+        ]
+        se = loglog_slope([p[0] for p in sdk_pts], [p[1] for p in sdk_pts]) if len(sdk_pts) >= 2 else None
+        s2.add(
+            api,
+            streaming.DELTA[api],
+            fmt(e, 2),
+            fmt(max(big), 3) if big else "-",
+            streaming.SDKS.get(api, "-")
+            if api in sdk_apis
+            else ("-" if api not in streaming.SDKS else "skipped"),
+            "-" if se is None else f"{se:.2f} (over {len(sdk_pts)} sizes)",
+        )
+    rep.results["stream_cb"] = cb
+    rep.results["stream_sdk"] = sdk
+    rep.results["stream_exp"] = exps
+    rep.results["stream_sizes"] = sizes
+    rep.add(
+        "3. Streaming assembly",
+        "Synthetic SSE streams with the providers' real event shapes (WIRE.md 1.6, 2.4, 3.4, 4.7, 5.6) carry one "
+        '`get_order` call whose argument text `{"text": "..."}` is exactly the given size, in argument deltas '
+        "of a fixed size per API (table below: 32 bytes, about 8 tokens, everywhere; Gemini generateContent as "
+        "Vertex `partialArgs` string pieces). The Responses stream also carries the complete arguments three "
+        "more times (`function_call_arguments.done`, `output_item.done`, `response.completed`), as the API does. "
+        "Bytes arrive in 16 KiB reads. callbound's cell includes SSE parsing, JSON decoding of every event, "
+        "assembly, the final D5 argument parse and SHA-256 of the stream (median of 5 runs, 3 at 10 MB). Each SDK "
+        "cell runs the same bytes through the SDK's own `SSEDecoder`, `sse.json()`, `construct_type` (what its "
+        "`Stream` does) and its accumulator (`ChatCompletionStreamState.handle_chunk`, "
+        "`ResponseStreamState.handle_event`, `anthropic.lib.streaming._messages.accumulate_event`), then reads "
+        "the arguments as a dict; one run in its own process, stopped at 60 s (a larger size after a stop is "
+        'not run and is also "> 60 s").',
+        [t, s2],
+    )
+
+
+# ---- 4. paused work -------------------------------------------------------------------------------
+
+
+def section_paused(cfg: Config, rep: Report) -> None:
+    import durable
+
+    backends: list[tuple[str, str | None]] = []
+    backends.append(
+        (
+            "sqlite",
+            None
+            if durable.sqlite_store_available()
+            else "skipped: callbound.stores.sqlite not in this build",
+        )
+    )
+    if not durable.postgres_url():
+        backends.append(("postgres", "skipped: set CALLBOUND_TEST_POSTGRES"))
+    elif not durable.postgres_store_available():
+        backends.append(("postgres", "skipped: callbound.stores.postgres or psycopg is not installed"))
+    else:
+        backends.append(("postgres", None))
+    t = Table(
+        f"{cfg.paused_ops:,} operations waiting for approval",
+        [
+            "store",
+            "setup s",
+            "list 100 pending: median / p99 ms",
+            "list all pending: median / p99 ms",
+            "approve + resume one: median / p99 ms",
+            "resumes timed",
+            "store transactions / resume",
+        ],
+    )
+    res: dict[str, Any] = {}
+    for backend, skip in backends:
+        if skip:
+            t.add(backend, skip)
+            continue
+        log(f"paused: {backend} {cfg.paused_ops:,} operations")
+        w = run_worker(
+            "paused",
+            {"backend": backend, "ops": cfg.paused_ops, "samples": cfg.paused_samples, "dbdir": cfg.dbdir},
+            timeout=3600,
+        )
+        if not w.ok:
+            t.add(backend, f"failed: {w.error}")
+            continue
+        d = w.data
+        res[backend] = d
+        label = f"{backend} (synchronous={d['durability']})" if d.get("durability") else backend
+        t.add(
+            label,
+            fmt(d["setup_s"]),
+            f"{d['list_page']['median_ms']:.2f} / {d['list_page']['p99_ms']:.2f}",
+            f"{d['list_all']['median_ms']:.1f} / {d['list_all']['p99_ms']:.1f}",
+            f"{d['approve_resume']['median_ms']:.2f} / {d['approve_resume']['p99_ms']:.2f}",
+            d["approve_resume"]["n"],
+            f"{d['writes_per_resume']:.1f}",
+        )
+    rep.results["paused"] = res
+    rep.add(
+        "4. Scale of paused work",
+        f"{cfg.paused_ops:,} operations, each paused on one irreversible `refund` call (approval required, D17). "
+        "Setup writes them with `synchronous=NORMAL` to save minutes of fsyncs; the store is then reopened with "
+        "its default durability for every measurement. Listing is `Store.list_approvals(tenant=…, "
+        'status="pending")`; approve + resume is `Runner.resume(op, [Decision.approve(...)])` on distinct '
+        "operations spread over the set, through to COMPLETED (decision recorded, the refund run through the "
+        "ledger, one more model turn).",
+        [t],
+    )
+
+
+# ---- 5. canonical hashing ---------------------------------------------------------------------------
+
+
+def section_hashing(cfg: Config, rep: Report) -> None:
+    import hashing
+
+    log("hashing")
+    rows = hashing.measure(cfg.quick)
+    t = Table(
+        "Canonical hashing throughput (canonical bytes per second)",
+        [
+            "payload",
+            "canonical bytes",
+            "canonical_sha256 MB/s",
+            "µs",
+            "json.dumps(sort_keys) + sha256 MB/s",
+            "µs",
+            "stdlib ÷ callbound",
+        ],
+    )
+    for r in rows:
+        t.add(
+            r["payload"],
+            f"{r['bytes']:,}",
+            fmt(r["callbound_mb_s"], 1),
+            fmt(r["callbound_us"], 1),
+            fmt(r["stdlib_mb_s"], 1),
+            fmt(r["stdlib_us"], 1),
+            ratio(r["callbound_us"], r["stdlib_us"]),
+        )
+    rep.results["hashing"] = rows
+    rep.add(
+        "5. Canonical hashing",
+        "`callbound.core.canonical.canonical_sha256` (RFC 8785: keys sorted by UTF-16 code units, ECMAScript "
+        "number form, errors on values JSON cannot carry exactly) against "
+        "`json.dumps(sort_keys=True, separators=(',', ':'), ensure_ascii=False)` + SHA-256, which is not RFC 8785 "
+        "(code-point key order, Python float form) but is the usual shortcut. Median of 7 batches.",
+        [t],
+    )
+
+
+# ---- profiles of missed targets ---------------------------------------------------------------------
+
+
+def profiles(cfg: Config, rep: Report, only: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    cb = rep.results.get("stream_cb", {})
+    per_mb = {
+        api: r["seconds"] / (size / 1e6)
+        for (api, size), r in cb.items()
+        if size == 1_000_000 and "seconds" in r
+    }
+    if per_mb:
+        worst = max(per_mb, key=lambda a: per_mb[a])
+        log(f"profile: streaming {worst} 1 MB")
+        w = run_worker("stream_profile", {"api": worst, "size": 1_000_000}, timeout=600)
+        if w.ok:
+            out["streaming"] = w.data["profile_top"]
+            out["streaming_api"] = worst
+    if "loops" not in only:
+        return out
+    n = max(cfg.loop_ns)
+    log(f"profile: callbound loop N={n}")
+    w = run_worker(
+        "loop",
+        {
+            "impl": "callbound",
+            "n": n,
+            "par": 1,
+            "runs": 1,
+            "warmup": 1,
+            "profile_top": True,
+            "profile": str(DATA_DIR / "profile-loop.txt"),
+        },
+        timeout=1800,
+    )
+    if w.ok:
+        out["loop"] = w.data["profile_top"]
+    import durable
+
+    if durable.sqlite_store_available():
+        nd = max(cfg.durable_ns)
+        log(f"profile: callbound + SQLite N={nd}")
+        w = run_worker(
+            "durable",
+            {
+                "impls": ["callbound-sqlite"],
+                "n": nd,
+                "runs": 1,
+                "warmup": 0,
+                "dbdir": cfg.dbdir,
+                "profile_top": True,
+                "profile": str(DATA_DIR / "profile-durable.txt"),
+            },
+            timeout=1800,
+        )
+        if w.ok:
+            out["durable"] = w.data["profile_top"]
+    return out
+
+
+def profile_table(title: str, prof: dict[str, Any]) -> list[Table]:
+    a = Table(
+        f"{title}: callbound functions by cumulative share of the run (cProfile)",
+        ["function", "% of run", "calls"],
+    )
+    for e in prof["cumulative"]:
+        a.add(f"`{e['fn']}`", f"{e['pct']:.1f}", f"{e['calls']:,}")
+    b = Table(f"{title}: most self time, any module (cProfile)", ["function", "% of run", "calls"])
+    for e in prof["self"]:
+        b.add(f"`{e['fn']}`", f"{e['pct']:.1f}", f"{e['calls']:,}")
+    return [a, b]
+
+
+# ---- targets -----------------------------------------------------------------------------------------
+
+
+def targets(cfg: Config, rep: Report) -> Table:
+    R = rep.results
+    t = Table("Targets", ["target", "measured", "status"])
+
+    missed: set[str] = set()
+    R["missed"] = missed
+    group = {"key": ""}
+
+    def row(name: str, measured: str, ok: bool | None) -> None:
+        t.add(name, measured, "not measured" if ok is None else ("met" if ok else "**not met**"))
+        if ok is False:
+            missed.add(group["key"])
+
+    loops: dict[tuple[str, int, int], dict[str, Any]] = R.get("loops", {})
+    nmax, nmin = max(cfg.loop_ns), min(cfg.loop_ns)
+    at = f"{nmax:,} turns" + (" (quick: small N)" if cfg.quick else "")
+
+    def get(impl: str, n: int, key: str, par: int = 1) -> float | None:
+        v = loops.get((impl, n, par), {}).get(key)
+        return v if isinstance(v, int | float) else None
+
+    own = get("callbound", nmax, "own_us")
+    total = get("callbound", nmax, "us")
+    group["key"] = "loop"
+    if not loops:
+        pass
+    elif own is not None and total is not None:
+        row(
+            f"in-memory round trip at {at} ≤ 100 µs (callbound's own work, stateless replay)",
+            f"{own:.1f} µs ({own / 100:.2f}× the target); with wire json.dumps {total:.1f} µs; "
+            f"previous_response_id {fmt(get('callbound-prev-id', nmax, 'own_us'))} µs",
+            own <= 100,
+        )
+    else:
+        row(f"in-memory round trip at {at} ≤ 100 µs", "-", None)
+    d = get("dict-sha256", nmax, "own_us")
+    if own is not None and d is not None:
+        row(
+            f"≤ 2.5× the sha256 dict loop at {at}",
+            f"{own / d:.1f}× ({own:.1f} vs {d:.1f} µs)",
+            own / d <= 2.5,
+        )
+    else:
+        row("≤ 2.5× the sha256 dict loop", "-", None)
+    lo = get("callbound", nmin, "own_us")
+    if own is not None and lo is not None:
+        plo, phi = get("callbound-prev-id", nmin, "own_us"), get("callbound-prev-id", nmax, "own_us")
+        extra = f"; previous_response_id {phi / plo:.2f}×" if plo and phi else ""
+        row(
+            f"flat in history: own work at {nmax:,} ≤ 1.2× at {nmin:,} turns",
+            f"{own / lo:.2f}× ({own:.1f} vs {lo:.1f} µs){extra}",
+            own / lo <= 1.2,
+        )
+    rss = get("callbound", nmax, "rss_mb")
+    group["key"] = "rss"
+    if rss is not None:
+        row(f"peak RSS at {at} ≤ 50 MB", f"{rss:.1f} MB", rss <= 50)
+
+    dres = R.get("durable", {})
+    nd = max(cfg.durable_ns)
+    c = dres.get(("callbound-sqlite", nd), {})
+    b = dres.get(("sqlite3-bare", nd), {})
+    group["key"] = "durable"
+    if "ms" in c:
+        row(f"durable SQLite ≤ 2 ms per round trip at {nd:,} turns", f"{c['ms']:.3f} ms", c["ms"] <= 2)
+        commits = R.get("durable_steady_commits", {}).get("callbound-sqlite") or c.get("commits_rt")
+        fs = R.get("durable_fsync", {}).get("callbound-sqlite")
+        measured = f"{commits:.2f} commits" if commits else "-"
+        if fs is not None:
+            measured += f", {fs:.2f} fsyncs (strace)"
+        worst = max(x for x in (commits, fs) if x is not None) if (commits or fs is not None) else None
+        row(
+            "≤ 2 fsync'd commits per tool call (1 call per turn, steady state)",
+            measured,
+            None if worst is None else worst <= 2.0 + 1e-9,
+        )
+        if "ms" in b:
+            r = c["ms"] / b["ms"]
+            row(
+                f"≤ 1.5× bare sqlite3 with the same commits ({R.get('durable_bare_per_rt')} per round trip)",
+                f"{r:.2f}× ({c['ms']:.3f} vs {b['ms']:.3f} ms)",
+                r <= 1.5,
+            )
+    elif "durable" in R:
+        row("durable SQLite targets", "callbound.stores.sqlite not available", None)
+
+    exps: dict[str, float] = R.get("stream_exp", {})
+    group["key"] = "streaming"
+    if exps:
+        worst_api = max(exps, key=lambda a: exps[a])
+        row(
+            "streaming linear: growth exponent ≤ 1.1 (every API)",
+            ", ".join(f"{a} {e:.2f}" for a, e in exps.items()),
+            exps[worst_api] <= 1.1,
+        )
+        cb = R["stream_cb"]
+        per_mb: dict[str, float] = {}
+        for (api, size), r in cb.items():
+            if size >= 1_000_000 and "seconds" in r:
+                per_mb[api] = max(per_mb.get(api, 0.0), r["seconds"] / (size / 1e6))
+        if per_mb:
+            row(
+                "≤ 0.3 s/MB including SSE parsing (worst size ≥ 1 MB, every API)",
+                ", ".join(f"{a} {v:.3f}" for a, v in per_mb.items()),
+                max(per_mb.values()) <= 0.3,
+            )
+        sdk = R.get("stream_sdk", {})
+        ratios = {}
+        for (api, size), r in sdk.items():
+            if size == 1_000_000 and (api, size) in cb and "seconds" in cb[(api, size)]:
+                cbs = cb[(api, size)]["seconds"]
+                if r.get("timeout"):
+                    ratios[api] = (60.0 / cbs, True)
+                elif "seconds" in r:
+                    ratios[api] = (r["seconds"] / cbs, False)
+        group["key"] = "sdk"
+        if ratios:
+            fastest = min(ratios, key=lambda a: ratios[a][0])
+            v, lower_bound = ratios[fastest]
+            row(
+                "≥ 25× faster than the fastest SDK accumulator at 1 MB",
+                f"{'> ' if lower_bound else ''}{v:.1f}× against {fastest} (fastest SDK); "
+                + ", ".join(f"{a} {'> ' if lb else ''}{x:.1f}×" for a, (x, lb) in ratios.items()),
+                v >= 25,
+            )
+        else:
+            row("≥ 25× faster than the fastest SDK accumulator at 1 MB", "SDKs not measured", None)
+
+    imp = R.get("imports", {})
+    group["key"] = "imports"
+    if "callbound" in imp:
+        cbi, pyd = imp["callbound"], imp["pydantic"]
+        row(
+            '`python -c "import callbound"` ≤ 350 ms',
+            f"{cbi:.0f} ms (median of {cfg.import_repeat})",
+            cbi <= 350,
+        )
+        row(
+            '≤ 1.5× `python -c "from pydantic import BaseModel"`',
+            f"{cbi / pyd:.2f}× ({cbi:.0f} vs {pyd:.0f} ms; interpreter start {imp['-']:.0f} ms in both)",
+            cbi / pyd <= 1.5,
+        )
+        f1, f2 = imp["callbound-first"], imp["pydantic-first"]
+        row(
+            "import + first use ≤ 350 ms and ≤ 1.5× pydantic's (one-turn run vs define + validate)",
+            f"{f1:.0f} ms, {f1 / f2:.2f}× ({f2:.0f} ms)",
+            f1 <= 350 and f1 / f2 <= 1.5,
+        )
+    p = R.get("paused", {}).get("sqlite")
+    group["key"] = "paused"
+    if p:
+        ar = p["approve_resume"]
+        row(
+            f"{cfg.paused_ops:,} paused operations: approve + resume p99 ≤ 20 ms on SQLite",
+            f"p99 {ar['p99_ms']:.2f} ms, median {ar['median_ms']:.2f} ms (list 100 pending: p99 "
+            f"{p['list_page']['p99_ms']:.2f} ms)",
+            ar["p99_ms"] <= 20,
+        )
+    return t
+
+
+# ---- report ------------------------------------------------------------------------------------------
+
+
+def _count_dataclasses() -> int:
+    """``@dataclass`` decorators in the modules ``import callbound`` loads (its package __init__ chain)."""
+    try:
+        mods = import_self_times("import callbound", repeat=1)
+    except OSError:
+        return 0
+    count = 0
+    src = ROOT / "src"
+    for m in mods:
+        if not m.startswith("callbound"):
+            continue
+        base = src.joinpath(*m.split("."))
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.exists():
+                count += path.read_text().count("@dataclass")
+                break
+    return count
+
+
+def bounds_text(cfg: Config, rep: Report, prof: dict[str, Any]) -> list[str]:
+    """What bounds each missed target, from this run's own measurements (the profiles follow)."""
+    R = rep.results
+    missed: set[str] = R.get("missed", set())
+    out: list[str] = []
+    loops = R.get("loops", {})
+    nmax = max(cfg.loop_ns)
+    cbl = loops.get(("callbound", nmax, 1), {})
+    if "loop" in missed and "own_us" in cbl:
+        asy = loops.get(("callbound-async-handler", nmax, 1), {})
+        dsh = loops.get(("dict-sha256", nmax, 1), {}).get("own_us", math.nan)
+        text = (
+            f"- **In-memory round trip.** callbound's own work is {cbl['own_us']:.0f} µs per round trip at "
+            f"{nmax:,} turns against {dsh:.1f} µs for the sha256 dict loop. It is CPU work in pure Python that "
+            "the dict loop does not do: every round trip canonicalises and hashes many small dicts (RFC 8785 "
+            "encoder written in Python), extends the audit hash chain once per transition and event, computes "
+            "each call's binding when the envelope is sealed and again when it is verified, serialises the head "
+            "row for two commits, and passes through several event-loop iterations. The profile below says "
+            "which functions."
+        )
+        if "own_us" in asy:
+            text += (
+                f" With an async handler (no worker thread) it is {asy['own_us']:.0f} µs: the thread hop that "
+                f"gives sync handlers a timeout costs about {cbl['own_us'] - asy['own_us']:.0f} µs."
+            )
+        if cbl.get("wire_us"):
+            text += (
+                f" Stateless replay adds {cbl['wire_us']:.0f} µs of `json.dumps` of the whole history per request "
+                f"at {nmax:,} turns, which grows with the history by design (D8); `previous_response_id` avoids it."
+            )
+        out.append(text)
+    if "rss" in missed and "rss_mb" in cbl:
+        base = loops.get(("dict", nmax, 1), {}).get("rss_mb", math.nan)
+        out.append(
+            f"- **Peak RSS.** {cbl['rss_mb']:.1f} MB for the whole worker process; the same process running the "
+            f"dict loop (interpreter, pydantic not loaded) peaks at {base:.1f} MB."
+        )
+    dres = R.get("durable", {})
+    nd = max(cfg.durable_ns)
+    c, b = dres.get(("callbound-sqlite", nd), {}), dres.get(("sqlite3-bare", nd), {})
+    if "durable" in missed and "ms" in c and "ms" in b:
+        mem = loops.get(("callbound", nd, 1), {}).get("own_us")
+        mem_text = f"; callbound's in-memory round trip at the same N is {mem / 1e3:.3f} ms" if mem else ""
+        out.append(
+            f"- **Durable round trip.** {c['ms']:.3f} ms per round trip, of which the bare baseline's {b['ms']:.3f} ms "
+            f"is the cost of the same number of durable commits on this disk (one fdatasync each, WAL, "
+            f"synchronous=FULL){mem_text}. The rest is callbound's in-memory work plus serialising and inserting "
+            "the rows. fsync latency on this shared virtual disk varies from run to run, which is why the baseline "
+            "runs interleaved with callbound."
+        )
+    cb = R.get("stream_cb", {})
+    if "streaming" in missed and cb:
+        parts = []
+        for api in R.get("stream_exp", {}):
+            r = cb.get((api, 1_000_000))
+            if r and "seconds" in r:
+                parts.append(f"{api} {r['seconds'] / r['events'] * 1e6:.1f} µs")
+        text = (
+            "- **Streaming.** The cost is per event, not per byte: with 32-byte deltas a megabyte of arguments is "
+            "about 31,000 events, so 0.3 s/MB means at most 9.6 µs per event for SSE line splitting, JSON decoding "
+            "(through `loads_body`, whose duplicate-key hook runs in Python for every object), the adapter's "
+            "dispatch and the progress events. Measured per event at 1 MB: " + ", ".join(parts) + "."
+        )
+        exps = R.get("stream_exp", {})
+        if any(e > 1.1 for e in exps.values()):
+            text += (
+                " Where the growth exponent is above 1.1, compare µs per event across sizes in the table: a rising "
+                "per-event cost at the large sizes, with the same number of Python calls per event, points at "
+                "memory traffic (the largest streams are tens of MB of SSE text held in memory) rather than re-reading."
+            )
+        out.append(text)
+    if "sdk" in missed:
+        out.append(
+            "- **Against the SDK accumulators.** anthropic's `accumulate_event` re-parses the whole argument buffer "
+            "on every delta, but with jiter (Rust): quadratic with a small constant, so at 1 MB it is still within "
+            "a small factor of callbound and the gap only opens at larger sizes (see the 10 MB row). openai's "
+            "accumulators rebuild pydantic snapshots per chunk and are slower."
+        )
+    imp = R.get("imports", {})
+    if "imports" in missed and "callbound" in imp:
+        groups: dict[str, float] = R.get("import_groups", {})
+        top = sorted(groups.items(), key=lambda kv: -kv[1])[:6]
+        out.append(
+            f"- **Import time.** `import callbound` takes {imp['callbound']:.0f} ms against {imp['pydantic']:.0f} ms "
+            f"for pydantic's BaseModel (which callbound imports too). What it loads beyond that, by self time: "
+            + ", ".join(f"{k} {v / 1e3:.1f} ms" for k, v in top)
+            + f". Of callbound's own modules' time, class creation is the largest part: they define "
+            f"{_count_dataclasses()} dataclasses, and `@dataclass` generates each class's methods with `exec` "
+            "(about 0.3 ms a class here); asyncio (with ssl and socket) comes with the runtime."
+        )
+    p = R.get("paused", {}).get("sqlite")
+    if "paused" in missed and p:
+        out.append(
+            f"- **Approve + resume.** Each approve + resume is {p['writes_per_resume']:.1f} store transactions "
+            "(the decision, C1 with ledger STARTED before the irreversible handler runs, C2, the model turn, "
+            "COMPLETED), each a durable commit with an fsync; the p99 is that many fsyncs at this disk's tail "
+            "latency. Listing stays fast at this scale."
+        )
+    return out
+
+
+def write_markdown(
+    path: Path,
+    cfg: Config,
+    rep: Report,
+    info: dict[str, str],
+    vers: dict[str, str],
+    target_table: Table,
+    prof: dict[str, Any],
+    started: float,
+    load: str,
+) -> None:
+    cmd = "python bench/run.py --quick" if cfg.quick else "bench/.venv/bin/python bench/run.py"
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Generated by `{cmd}` on {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} in "
+        f"{(time.perf_counter() - started) / 60:.1f} minutes. Do not edit by hand: rerun it "
+        "(bench/README.md says how to set up the frameworks' venv). Timings are reported, never asserted "
+        "in tests.",
+        "",
+        "## Machine",
+        "",
+        "| | |",
+        "| --- | --- |",
+        f"| CPU | {info['cpu']} |",
+        f"| nproc | {info['nproc']} |",
+        f"| memory | {info['memory']} |",
+        f"| Python | {info['python']} |",
+        f"| platform | {info['platform']} |",
+        f"| database disk | {info['data_fs']} (bench/.data) |",
+        f"| load average at start | {load} |",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()) + ".",
+        "",
+        "This is a small shared virtual machine: absolute numbers move by tens of percent between runs (and "
+        "fsync latency more); the ratios measured in the same run are the numbers to compare.",
+        "",
+        "## Targets",
+        "",
+        target_table.markdown(),
+        "",
+    ]
+    bounds = bounds_text(cfg, rep, prof)
+    if bounds:
+        lines += ["## What bounds the missed targets", "", *bounds, ""]
+        if "loop" in prof:
+            lines += [
+                f"Profile of one in-memory callbound run ({max(cfg.loop_ns):,} turns, stateless replay; cProfile, "
+                "which inflates Python-heavy code, so read the shares, not the times; the fake client's wire "
+                "`json.dumps` is part of the run):",
+                "",
+            ]
+            for tb in profile_table("In-memory loop", prof["loop"]):
+                lines += [f"**{tb.title}**", "", tb.markdown(), ""]
+        if "durable" in prof:
+            lines += [f"Profile of one callbound + SQLite run ({max(cfg.durable_ns):,} turns):", ""]
+            for tb in profile_table("Durable loop", prof["durable"]):
+                lines += [f"**{tb.title}**", "", tb.markdown(), ""]
+        if "streaming" in prof:
+            lines += [
+                f"Profile of assembling the 1 MB {prof['streaming_api']} stream (the slowest API per MB):",
+                "",
+            ]
+            for tb in profile_table("Streaming", prof["streaming"]):
+                lines += [f"**{tb.title}**", "", tb.markdown(), ""]
+    for title, intro, tables in rep.sections:
+        lines += [f"## {title}", "", intro, ""]
+        for tb in tables:
+            lines += [f"**{tb.title}**", "", tb.markdown(), ""]
+    lines += [
+        "## Reproducing",
+        "",
+        "```",
+        "python3 -m venv bench/.venv",
+        "bench/.venv/bin/pip install -r bench/requirements.txt -e .",
+        "bench/.venv/bin/python bench/run.py            # full run, writes docs/benchmarks.md",
+        "python bench/run.py --quick                     # callbound + dict loops only (CI)",
+        "```",
+        "",
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small N, callbound and dict loops only (CI)")
+    ap.add_argument("--only", default="", help=f"comma-separated sections: {','.join(SECTIONS)}")
+    ap.add_argument("--runs", type=int, default=5, help="timed runs per loop cell (at least 5)")
+    ap.add_argument("--output", default=None, help="Markdown report path")
+    ap.add_argument(
+        "--no-frameworks", action="store_true", help="skip LangGraph, Pydantic AI, Agents SDK, SDKs"
+    )
+    ap.add_argument("--no-profile", action="store_true", help="skip the profiles of the report")
+    ap.add_argument("--loop-n", default="", help="override the loop N values, e.g. 100,1000")
+    ap.add_argument("--durable-n", default="", help="override the durable N values")
+    ap.add_argument("--sizes", default="", help="override the streaming argument sizes in bytes")
+    ap.add_argument("--paused-ops", type=int, default=0, help="override the number of paused operations")
+    args = ap.parse_args(argv)
+    cfg = Config(args)
+    only = [s for s in args.only.split(",") if s] or list(SECTIONS)
+    unknown = set(only) - set(SECTIONS)
+    if unknown:
+        ap.error(f"unknown sections {sorted(unknown)}")
+    started = time.perf_counter()
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+    info = machine_info()
+    vers = versions(
+        [
+            "callbound",
+            "pydantic",
+            "langgraph",
+            "langchain-core",
+            "langgraph-checkpoint-sqlite",
+            "pydantic-ai-slim",
+            "openai-agents",
+            "openai",
+            "anthropic",
+        ]
+        if cfg.frameworks
+        else ["callbound", "pydantic"]
+    )
+    print(f"machine: {info['cpu']}, nproc {info['nproc']}, Python {info['python']}, load {load}")
+    rep = Report()
+    steps: dict[str, Callable[[Config, Report], None]] = {
+        "imports": section_imports,
+        "loops": section_loops,
+        "durable": section_durable,
+        "streaming": section_streaming,
+        "paused": section_paused,
+        "hashing": section_hashing,
+    }
+    for name in SECTIONS:
+        if name in only:
+            steps[name](cfg, rep)
+    prof: dict[str, Any] = {}
+    if cfg.profile:
+        prof = profiles(cfg, rep, only)
+    tt = targets(cfg, rep)
+    print()
+    print(tt.text())
+    default_out = ROOT / "docs" / "benchmarks.md" if not cfg.quick else DATA_DIR / "benchmarks-quick.md"
+    out = Path(args.output) if args.output else default_out
+    write_markdown(out, cfg, rep, info, vers, tt, prof, started, load)
+    print(f"\nwrote {out} in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
