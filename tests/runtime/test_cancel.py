@@ -165,3 +165,30 @@ def test_approve_and_deny_by_tenant() -> None:
     with pytest.raises(cb.ApprovalAlreadyDecided):
         runner.deny(approval_id, "bob", tenant="tenant-a", reason="no")
     assert runner.resume_sync(out.operation_id).state == "COMPLETED"
+
+
+def test_redaction_hook_decides_what_is_stored_in_clear() -> None:
+    store = MemoryStore()
+    reg = cb.Registry(
+        [
+            cb.ToolSpec(
+                name="get",
+                description="d",
+                params=Args,
+                handler=lambda a, c: 1,
+                schema_version="1",
+                redact=lambda args: {"order_id": "***"},
+            )
+        ]
+    )
+    runner = cb.Runner(
+        model=ScriptedModel("openai-responses", [call("r1", "get"), FINAL]),
+        registry=reg,
+        store=store,
+        clock=FakeClock(),
+    )
+    out = runner.run_sync("x", tenant="t", subject="s")
+    stored = store.load_operation(out.operation_id)
+    assert stored is not None
+    envs = [e for r in stored.journal if r.kind == "results" for e in r.data["envelopes"]]
+    assert envs[0]["protected_audit"]["input"] == {"order_id": "***"}
