@@ -80,13 +80,22 @@ class CallRecord:
 class CurrentTurn:
     turn: ModelTurn
     records: list[CallRecord]
+    # The turn is frozen: its plain form is made once and shared by the journal row and every head.
+    turn_dict: dict[str, Any] | None = None
+
+    def plain_turn(self) -> dict[str, Any]:
+        if self.turn_dict is None:
+            self.turn_dict = turn_to_dict(self.turn)
+        return self.turn_dict
 
     def to_dict(self) -> dict[str, Any]:
-        return {"turn": turn_to_dict(self.turn), "records": [r.to_dict() for r in self.records]}
+        return {"turn": self.plain_turn(), "records": [r.to_dict() for r in self.records]}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> CurrentTurn:
-        return CurrentTurn(turn_from_dict(d["turn"]), [CallRecord.from_dict(r) for r in d["records"]])
+        return CurrentTurn(
+            turn_from_dict(d["turn"]), [CallRecord.from_dict(r) for r in d["records"]], d["turn"]
+        )
 
 
 @dataclass(slots=True)

@@ -173,7 +173,10 @@ class Runner:
         self.audit_key = audit_key if audit_key is not None else (env_key.encode() if env_key else None)
         self.executor = executor or ToolExecutor()
         self.app = app  # recorded with each operation so `callbound resume` can rebuild this runner
-        self._segments: dict[str, float] = {}  # operation id -> monotonic start of the active segment
+        self._segments: dict[str, float] = {}
+        self._turn_plain: tuple[ModelTurn, dict[str, Any]] | None = (
+            None  # operation id -> monotonic start of the active segment
+        )
         # Rendered once: raises UnsupportedSchema now rather than on the first live call (D9).
         self.tools = self.adapter.render_tools(registry.declarations())
 
@@ -455,7 +458,9 @@ class Runner:
         )
         op.model_requests += 1
         self._account(op, turn)
-        op.pending_journal.append(JournalRow("turn", {"turn": turn_to_dict(turn)}))
+        turn_plain = turn_to_dict(turn)
+        self._turn_plain = (turn, turn_plain)  # reused by the head while this turn is under work
+        op.pending_journal.append(JournalRow("turn", {"turn": turn_plain}))
         op.audit(
             self.clock.now(),
             "model_turn",
@@ -586,7 +591,10 @@ class Runner:
         plan = plan_turn(turn.calls, self.registry, offered, self._trusted_op(op), self.policy.authorize)
         op.spent.tool_calls += len(plan)
         records: list[CallRecord] = []
-        op.current = CurrentTurn(turn, records)
+        cached = self._turn_plain
+        op.current = CurrentTurn(
+            turn, records, cached[1] if cached is not None and cached[0] is turn else None
+        )
         now = self.clock.now()
         for item in plan:
             rec = CallRecord(
