@@ -6,6 +6,8 @@ database driver (D30).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .core.approvals import Decision, PendingApproval
 from .core.errors import (
     ApprovalAlreadyDecided,
@@ -28,8 +30,32 @@ from .core.guards import Budgets
 from .core.registry import CallContext, Registry, ToolSpec
 from .core.states import State
 from .core.types import Finish, ModelTurn, ResultEnvelope, ToolCall, Usage
-from .runtime.runner import ApproverNotAllowed, Outcome, Policy, Price, Runner
-from .runtime.tools import ToolError
+
+if TYPE_CHECKING:
+    from .runtime.runner import ApproverNotAllowed, Outcome, Policy, Price, Runner
+    from .runtime.tools import ToolError
+
+# The runtime (asyncio, threads, logging) loads on first use of one of these names, so that
+# `import callbound` costs little more than pydantic itself (issue: benchmarks, import time).
+_LAZY = {
+    "ApproverNotAllowed": "callbound.runtime.runner",
+    "Outcome": "callbound.runtime.runner",
+    "Policy": "callbound.runtime.runner",
+    "Price": "callbound.runtime.runner",
+    "Runner": "callbound.runtime.runner",
+    "ToolError": "callbound.runtime.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'callbound' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __version__ = "0.1.0"
 
