@@ -92,7 +92,10 @@ class ToolExecutor:
         call = functools.partial(contextvars.copy_context().run, handler, args, ctx)
         future = loop.run_in_executor(self._pool, call)
         try:
-            value = await asyncio.wait_for(asyncio.shield(future), timeout=max(timeout_s, 0.0))
+            # shield: a timeout must not cancel the future, because the thread cannot be stopped;
+            # asyncio.timeout rather than wait_for, which would add a task per call.
+            async with asyncio.timeout(max(timeout_s, 0.0)):
+                value = await asyncio.shield(future)
         except TimeoutError:
             # The thread keeps running; give it a grace period to finish before anyone reconciles.
             done, _ = await asyncio.wait({future}, timeout=self.grace_s)
