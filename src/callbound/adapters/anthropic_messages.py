@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,6 +47,7 @@ from .base import (
     failure_turn,
     http_retryable,
     make_call,
+    map_failure,
     result_text,
     retry_after_seconds,
     stream_cut_turn,
@@ -449,24 +449,14 @@ class AnthropicMessagesAdapter:
         return _Assembler(caps or StreamCaps(), model)
 
     def map_error(self, failure: RawFailure, *, model: str | None = None) -> ModelTurn:
-        raw = failure.body
-        digest = hashlib.sha256(raw if isinstance(raw, bytes) else str(raw or "").encode()).hexdigest()
-        if failure.kind == "stream_cut":
-            return stream_cut_turn(API, _provenance(model), digest, None)
-        if failure.kind == "http":
-            err: Any = None
-            if raw is not None:
-                try:
-                    data, _ = decode_body(raw)
-                    err = data.get("error") if isinstance(data, dict) else None
-                except ProtocolViolation:
-                    err = None  # an HTML error page from a proxy still classifies by status
-            return _error_turn(err, digest, failure.status, failure.headers, "http", None, model)
-        return failure_turn(
-            API, _provenance(model), digest, response_id=None, raw_stop_reason=failure.kind,
-            reason="timeout" if failure.kind == "timeout" else "connection_error",
-            failure=Failure(failure.kind, True, None, None, None, retry_after_seconds(failure.headers)),
-        )  # fmt: skip
+        return map_failure(
+            API,
+            _provenance(model),
+            failure,
+            lambda err, digest: _error_turn(
+                err, digest, failure.status, failure.headers, "http", None, model
+            ),
+        )
 
     def check_request(self, body: dict[str, Any], previous: ModelTurn | None = None) -> None:
         """The user message right after an assistant message with tool_use blocks starts with one

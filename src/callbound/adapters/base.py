@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -261,4 +261,45 @@ def too_large_turn(api: str, provenance: Provenance, raw_sha256: str, response_i
         reason="arguments_too_large",
         failure=Failure(kind="byte_cap", retryable=False),
         finish=Finish.TRUNCATED,
+    )
+
+
+def error_object(raw: bytes | str | dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``error`` object of an HTTP error body, if it has one. Gemini's stream endpoints wrap the
+    body in a one-element array; an HTML page from a proxy has none (it still classifies by status)."""
+    if raw is None:
+        return None
+    try:
+        data, _ = decode_body(raw)
+    except ProtocolViolation:
+        return None
+    if isinstance(data, list) and data:
+        data = data[0]
+    err = data.get("error") if isinstance(data, dict) else None
+    return err if isinstance(err, dict) else None
+
+
+def map_failure(
+    api: str,
+    provenance: Provenance,
+    failure: RawFailure,
+    http_error: Callable[[dict[str, Any] | None, str], ModelTurn],
+) -> ModelTurn:
+    """The part of ``map_error`` every adapter shares (D26, D30): a cut stream is TRUNCATED and
+    retryable; connection errors and timeouts are retryable API failures; an HTTP error's parsed
+    ``error`` object and the body digest go to the adapter's own ``http_error`` classifier."""
+    raw = failure.body
+    digest = hashlib.sha256(body_bytes(raw) if raw is not None else b"").hexdigest()
+    if failure.kind == "stream_cut":
+        return stream_cut_turn(api, provenance, digest, None)
+    if failure.kind == "http":
+        return http_error(error_object(raw), digest)
+    return failure_turn(
+        api,
+        provenance,
+        digest,
+        response_id=None,
+        raw_stop_reason=failure.kind,
+        reason="timeout" if failure.kind == "timeout" else "connection_error",
+        failure=Failure(failure.kind, True, None, None, None, retry_after_seconds(failure.headers)),
     )

@@ -34,7 +34,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -60,6 +59,7 @@ from .base import (
     failure_turn,
     http_retryable,
     make_call,
+    map_failure,
     retry_after_seconds,
     stream_cut_turn,
     synthetic_response_id,
@@ -611,30 +611,11 @@ class GeminiGenerateAdapter:
         return _Assembler(caps or StreamCaps(), model)
 
     def map_error(self, failure: RawFailure, *, model: str | None = None) -> ModelTurn:
-        raw = failure.body
-        digest = hashlib.sha256(raw if isinstance(raw, bytes) else str(raw or "").encode()).hexdigest()
-        if failure.kind == "stream_cut":
-            return stream_cut_turn(API, _provenance(model), digest, None)
-        if failure.kind == "http":
-            err: Any = None
-            if raw is not None:
-                try:
-                    data, _ = decode_body(raw)
-                except ProtocolViolation:
-                    data = None
-                if isinstance(data, list) and data:  # stream endpoints wrap the error in an array
-                    data = data[0]
-                err = data.get("error") if isinstance(data, dict) else None
-            err = err if isinstance(err, dict) else {}
-            return error_turn(err, digest, failure.status, failure.headers, "http", model)
-        return failure_turn(
+        return map_failure(
             API,
             _provenance(model),
-            digest,
-            response_id=None,
-            raw_stop_reason=failure.kind,
-            reason="timeout" if failure.kind == "timeout" else "connection_error",
-            failure=Failure(failure.kind, True, None, None, None, retry_after_seconds(failure.headers)),
+            failure,
+            lambda err, digest: error_turn(err or {}, digest, failure.status, failure.headers, "http", model),
         )
 
     def check_request(self, body: dict[str, Any], previous: ModelTurn | None = None) -> None:

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,11 +37,11 @@ from ..core.types import (
 from .base import (
     QUOTA_CODES,
     StreamCaps,
-    body_bytes,
     decode_body,
     failure_turn,
     http_retryable,
     make_call,
+    map_failure,
     result_text,
     retry_after_seconds,
     stream_cut_turn,
@@ -519,29 +518,11 @@ class OpenAIResponsesAdapter:
         return _Assembler(caps or StreamCaps(), model)
 
     def map_error(self, failure: RawFailure, *, model: str | None = None) -> ModelTurn:
-        raw = failure.body
-        digest = hashlib.sha256(body_bytes(raw) if raw is not None else b"").hexdigest()
-        if failure.kind == "stream_cut":
-            return stream_cut_turn(API, _provenance(model), digest, None)
-        if failure.kind == "http":
-            err: Any = None
-            if raw is not None:
-                try:
-                    data, _ = decode_body(raw)
-                    err = data.get("error") if isinstance(data, dict) else None
-                except ProtocolViolation:
-                    err = None
-            return _error_body_turn(
-                err if isinstance(err, dict) else {}, digest, failure.status, failure.headers, model
-            )
-        return failure_turn(
+        return map_failure(
             API,
             _provenance(model),
-            digest,
-            response_id=None,
-            raw_stop_reason=failure.kind,
-            reason="timeout" if failure.kind == "timeout" else "connection_error",
-            failure=Failure(failure.kind, True, None, None, None, retry_after_seconds(failure.headers)),
+            failure,
+            lambda err, digest: _error_body_turn(err or {}, digest, failure.status, failure.headers, model),
         )
 
     def check_request(self, body: dict[str, Any], previous: ModelTurn | None = None) -> None:
