@@ -32,16 +32,17 @@ from .core.states import State
 from .core.types import Finish, ModelTurn, ResultEnvelope, ToolCall, Usage
 
 if TYPE_CHECKING:
-    from .runtime.runner import ApproverNotAllowed, Outcome, Policy, Price, Runner
+    from .runtime.outcome import ApproverNotAllowed, Outcome, Policy, Price
+    from .runtime.runner import Runner
     from .runtime.tools import ToolError
 
 # The runtime (asyncio, threads, logging) loads on first use of one of these names, so that
 # `import callbound` costs little more than pydantic itself (issue: benchmarks, import time).
 _LAZY = {
-    "ApproverNotAllowed": "callbound.runtime.runner",
-    "Outcome": "callbound.runtime.runner",
-    "Policy": "callbound.runtime.runner",
-    "Price": "callbound.runtime.runner",
+    "ApproverNotAllowed": "callbound.runtime.outcome",
+    "Outcome": "callbound.runtime.outcome",
+    "Policy": "callbound.runtime.outcome",
+    "Price": "callbound.runtime.outcome",
     "Runner": "callbound.runtime.runner",
     "ToolError": "callbound.runtime.tools",
 }

@@ -11,31 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import timedelta
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
-from ..core.approvals import DEFAULT_APPROVAL_TTL, Decision, PendingApproval, record_decision, revalidate
-from ..core.binding import CorrelationTable, verify_results
-from ..core.canonical import canonical_json, canonical_sha256, sha256_hex
+from ..core.approvals import Decision, PendingApproval, record_decision
+from ..core.canonical import sha256_hex
 from ..core.dispatch import (
-    APPROVAL_EXPIRED,
-    Execute,
-    NeedsApproval,
-    PolicyAuthorize,
-    Reject,
     TrustedOperation,
-    plan_call,
-    plan_turn,
 )
 from ..core.errors import (
-    BindingMismatch,
-    CanonicalizationError,
-    CorrelationError,
-    StoreError,
     UnknownApproval,
     UsageError,
 )
@@ -44,22 +29,23 @@ from ..core.guards import (
     Stop,
     check_before_model_request,
     check_running,
-    check_tool_calls,
-    record_turn_results,
 )
 from ..core.ids import IdSource, RandomIds
 from ..core.machine import classify_turn
 from ..core.model import ModelClient, RequestMeta
 from ..core.registry import Registry
-from ..core.snapshot import envelope_from_dict, turn_to_dict
+from ..core.snapshot import turn_to_dict
 from ..core.states import TERMINAL, State
-from ..core.types import ModelTurn, Progress, ResultEnvelope, ToolCall, Transition, Usage, error_result
+from ..core.types import ModelTurn, Progress, Transition, Usage
 from ..stores.base import JournalRow, Store
 from ..stores.memory import MemoryStore
 from .clock import Clock, SystemClock
 from .crash import crash_point
-from .execute import run_turn, seal, trusted_for
-from .operation import PLANNED, UNKNOWN, WAITING, CallRecord, CurrentTurn, Operation
+from .execute import run_turn
+from .operation import PLANNED, UNKNOWN, WAITING, Operation
+from .outcome import ApproverNotAllowed, Outcome, Policy, Price
+from .planning import approvals_ready, enter_waiting, plan
+from .results import send_results
 from .retry import backoff_delay
 from .tools import ToolExecutor
 
@@ -68,59 +54,6 @@ log = logging.getLogger("callbound.runtime")
 SETTINGS_KEYS = frozenset(
     {"model", "tool_choice", "temperature", "max_output_tokens", "stream", "continuation", "store", "extra"}
 )
-
-
-class ApproverNotAllowed(UsageError):
-    """This approver may not decide this approval (tenant, self-approval or the policy's hook)."""
-
-
-@dataclass(frozen=True)
-class Policy:
-    """Runner-level rules. ``revision`` names the policy; approvals made under another revision are
-    stale (D17)."""
-
-    revision: str = "1"
-    approval_ttl: timedelta = DEFAULT_APPROVAL_TTL
-    allow_self_approval: bool = False
-    authorize: PolicyAuthorize | None = None
-    approver_allowed: Callable[[str, PendingApproval], bool] | None = None
-    on_approval_expired: Literal["tell_model", "stop"] = "tell_model"
-
-
-@dataclass(frozen=True)
-class Price:
-    """Price per million tokens, as Decimal."""
-
-    input_per_mtok: Decimal
-    output_per_mtok: Decimal
-
-
-@dataclass(frozen=True)
-class Outcome:
-    state: State
-    reason: str | None
-    operation_id: str
-    text: str | None
-    pending_approvals: tuple[PendingApproval, ...]
-    usage: Usage
-    history: tuple[Transition, ...]
-    refusal: str | None = None
-    escalation: dict[str, Any] | None = None
-    spent: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "state": self.state.value,
-            "reason": self.reason,
-            "operation_id": self.operation_id,
-            "text": self.text,
-            "refusal": self.refusal,
-            "pending_approvals": [a.to_dict() for a in self.pending_approvals],
-            "usage": self.usage.to_dict(),
-            "history": [t.to_dict() for t in self.history],
-            "escalation": self.escalation,
-            "spent": self.spent,
-        }
 
 
 class Runner:
@@ -390,12 +323,12 @@ class Runner:
                     await self._retry(op)
                 elif s is State.VALIDATING:
                     assert op.current is not None
-                    self._plan(op, op.current.turn, replan=True)
+                    plan(self, op, op.current.turn, replan=True)
                     await self._flush(op)
                 elif s is State.EXECUTING:
                     await self._execute(op)
                 elif s is State.WAITING_APPROVAL:
-                    if not await self._approvals_ready(op):
+                    if not await approvals_ready(self, op):
                         crash_point("waiting_approval")  # the pause is committed; nothing runs now
                         break
                 elif s is State.RESULTS_READY:
@@ -514,7 +447,7 @@ class Runner:
             if isinstance(stop, Stop):
                 self._stop(op, stop.reason, stop.detail, response_id=turn.response_id)
             else:
-                self._plan(op, turn)
+                plan(self, op, turn)
         elif v.target is State.MODEL_REQUESTED:  # CONTINUE: resend the output unchanged
             op.append_items(self.adapter.turn_items(turn))
             op.new_items_start = len(op.transcript)
@@ -574,103 +507,6 @@ class Runner:
     def _trusted_op(self, op: Operation) -> TrustedOperation:
         return TrustedOperation(op.operation_id, op.tenant, op.subject, None)
 
-    def _plan(self, op: Operation, turn: ModelTurn, replan: bool = False) -> None:
-        """VALIDATING → EXECUTING | WAITING_APPROVAL | RESULTS_READY | STOPPED. Adds C1's content."""
-        unique = {(c.response_id, c.call_id) for c in turn.calls}
-        stop = check_tool_calls(op.budgets, op.spent, len(unique))
-        if isinstance(stop, Stop):
-            self._stop(
-                op,
-                stop.reason,
-                stop.detail,
-                response_id=turn.response_id,
-                call_ids=[c.call_id for c in turn.calls],
-            )
-            return
-        offered = frozenset(op.offered)
-        plan = plan_turn(turn.calls, self.registry, offered, self._trusted_op(op), self.policy.authorize)
-        op.spent.tool_calls += len(plan)
-        records: list[CallRecord] = []
-        cached = self._turn_plain
-        op.current = CurrentTurn(
-            turn, records, cached[1] if cached is not None and cached[0] is turn else None
-        )
-        now = self.clock.now()
-        for item in plan:
-            rec = CallRecord(
-                item.call.response_id,
-                item.call.call_id,
-                item.call.name,
-                PLANNED,
-                call_arguments_json(item.call),
-            )
-            records.append(rec)
-            if isinstance(item, Reject):
-                seal(self, op, turn, rec, item.spec, error_result(item.code, item.message))
-                continue
-            rec.idempotency_key = item.idempotency_key
-            if isinstance(item, NeedsApproval):
-                approval = PendingApproval(
-                    approval_id=self.ids.new_id("apr"),
-                    operation_id=op.operation_id,
-                    tenant=op.tenant,
-                    subject=op.subject,
-                    response_id=rec.response_id,
-                    call_id=rec.call_id,
-                    tool=item.spec.name,
-                    arguments=item.spec.redact(item.call.arguments)
-                    if item.spec.redact
-                    else item.call.arguments,
-                    argument_digest=item.argument_digest,
-                    policy_revision=self.policy.revision,
-                    schema_version=item.spec.schema_version,
-                    tool_digest=item.spec.definition_digest(),
-                    created_at=now,
-                    expires_at=now + self.policy.approval_ttl,
-                )
-                rec.approval_id = approval.approval_id
-                rec.status = WAITING
-                op.pending_approvals.append(approval)
-                op.audit(
-                    now,
-                    "approval_requested",
-                    {
-                        "approval_id": approval.approval_id,
-                        "call_id": rec.call_id,
-                        "tool": approval.tool,
-                        "argument_digest": approval.argument_digest,
-                        "expires_at": approval.expires_at.isoformat(),
-                    },
-                    self.audit_key,
-                )
-        self._after_plan(op)
-
-    def _after_plan(self, op: Operation) -> None:
-        assert op.current is not None
-        statuses = [r.status for r in op.current.records]
-        if PLANNED in statuses:
-            planned = [r for r in op.current.records if r.status == PLANNED]
-            self._move(
-                op,
-                State.EXECUTING,
-                "execute",
-                call_ids=[r.call_id for r in planned],
-                idempotency_keys=[r.idempotency_key for r in planned if r.idempotency_key],
-            )
-        elif WAITING in statuses:
-            self._enter_waiting(op)
-        else:
-            self._move(op, State.RESULTS_READY, "all_rejected")
-
-    def _enter_waiting(self, op: Operation) -> None:
-        assert op.current is not None
-        self._move(
-            op,
-            State.WAITING_APPROVAL,
-            "approval_required",
-            approval_ids=[r.approval_id for r in op.current.records if r.status == WAITING],
-        )
-
     async def _execute(self, op: Operation) -> None:
         assert op.current is not None
         if any(r.status == PLANNED for r in op.current.records) and op.pending_journal:
@@ -695,181 +531,14 @@ class Runner:
             await self._flush(op)
             return
         if any(r.status == WAITING for r in records):
-            self._enter_waiting(op)
+            enter_waiting(self, op)
             await self._flush(op)
             return
         self._move(op, State.RESULTS_READY, "results_ready")
 
-    async def _approvals_ready(self, op: Operation) -> bool:
-        """In WAITING_APPROVAL: False (still waiting) or move on once every approval of the turn is
-        decided or expired, re-validating each approved call (D17)."""
-        assert op.current is not None
-        now = self.clock.now()
-        waiting = [r for r in op.current.records if r.status == WAITING]
-        approvals: dict[str, PendingApproval] = {}
-        for rec in waiting:
-            assert rec.approval_id is not None
-            a = self.store.get_approval(rec.approval_id)
-            if a is None:
-                raise StoreError(
-                    f"approval {rec.approval_id} of operation {op.operation_id} is missing from the store"
-                )
-            approvals[rec.approval_id] = a
-            if a.status == "pending" and now < a.expires_at:
-                return False
-        if op.budgets.not_after is not None and now >= op.budgets.not_after:
-            self._stop(op, "DEADLINE", "not_after passed while waiting for approval")
-            await self._flush(op)
-            return True
-        turn = op.current.turn
-        calls = {(c.response_id, c.call_id): c for c in turn.calls}
-        expired_stop = False
-        for rec in waiting:
-            assert rec.approval_id is not None
-            a = approvals[rec.approval_id]
-            spec = self.registry.get(rec.tool)
-            code: str | None
-            message: str
-            if spec is None:
-                code, message = "APPROVAL_STALE", f"{rec.tool} is no longer available"
-            else:
-                code = revalidate(
-                    a,
-                    now,
-                    argument_digest=sha256_hex(rec.arguments_json or "null"),
-                    policy_revision=self.policy.revision,
-                    schema_version=spec.schema_version,
-                    tool_digest=spec.definition_digest(),
-                )
-                message = {
-                    "APPROVAL_EXPIRED": "the approval for this call expired before anyone decided; it was not run",
-                    "APPROVAL_STALE": "the tool or policy changed since approval was asked; it was not run",
-                    "DENIED": f"a human denied this call{': ' + a.reason if a.reason else ''}; it was not run",
-                }.get(code or "", "")
-                if code is None:
-                    # Re-validate schema and authorization against today's registry and policy.
-                    item = plan_call(
-                        calls[(rec.response_id, rec.call_id)],
-                        self.registry,
-                        frozenset(op.offered),
-                        self._trusted_op(op),
-                        self.policy.authorize,
-                    )
-                    if isinstance(item, Reject):
-                        code, message = item.code, item.message
-                    elif (
-                        isinstance(item, Execute | NeedsApproval)
-                        and item.idempotency_key != rec.idempotency_key
-                    ):
-                        code, message = "APPROVAL_STALE", "the call's intent changed since approval was asked"
-            op.audit(
-                now,
-                "approval_resolved",
-                {
-                    "approval_id": a.approval_id,
-                    "status": a.status,
-                    "approver": a.approver,
-                    "result": code or "APPROVED",
-                },
-                self.audit_key,
-            )
-            if code is None:
-                rec.status = PLANNED
-            else:
-                if code == APPROVAL_EXPIRED and self.policy.on_approval_expired == "stop":
-                    expired_stop = True
-                seal(self, op, turn, rec, spec, error_result(code, message))
-        if expired_stop:
-            self._stop(op, "APPROVAL_EXPIRED", "an approval expired and the policy stops on expiry")
-            await self._flush(op)
-            return True
-        self._after_plan(op)
-        await self._flush(op)
-        crash_point("after_approval_before_execution")
-        return True
-
     async def _send_results(self, op: Operation) -> None:
-        """RESULTS_READY → MODEL_REQUESTED: correlate, verify every binding, check progress, C2."""
-        assert op.current is not None
-        turn = op.current.turn
-        records = op.current.records
-        envelopes = [envelope_from_dict(r.envelope) for r in records if r.envelope is not None]
-        first_call: dict[tuple[str, str], ToolCall] = {}
-        for c in turn.calls:
-            first_call.setdefault((c.response_id, c.call_id), c)
-        # Fix: a DUPLICATE_CALL_ID or UNKNOWN_TOOL rejection is sealed without a spec (handler "-"), but
-        # the binding was recomputed with the registry's spec whenever the name was registered, so a
-        # repeated call id of a real tool (or a registered tool that was not offered) ended
-        # FAILED(INTEGRITY). Resolve the spec the way dispatch did, from the correlation table and the
-        # offered list, never from the envelope.
-        per_key = Counter((c.response_id, c.call_id) for c in turn.calls)
-        offered = frozenset(op.offered)
-        trusted = {}
-        for rec in records:
-            rejected_unbound = per_key[(rec.response_id, rec.call_id)] > 1 or rec.tool not in offered
-            spec = None if rejected_unbound else self.registry.get(rec.tool)
-            call = first_call.get((rec.response_id, rec.call_id))
-            # D10: name and arguments come from the correlation table (the call as proposed), the key,
-            # effect and producer from the call record, the rest from the operation row and registry.
-            source = (
-                rec
-                if call is None
-                else CallRecord(
-                    rec.response_id,
-                    rec.call_id,
-                    call.name,
-                    rec.status,
-                    call_arguments_json(call),
-                    rec.idempotency_key,
-                    effect=rec.effect,
-                    producer=rec.producer,
-                    handler=rec.handler,
-                    schema_version=rec.schema_version,
-                    policy_revision=rec.policy_revision,
-                )
-            )
-            trusted[(rec.response_id, rec.call_id)] = trusted_for(self, op, turn, source, spec)
-        try:
-            ordered = verify_results(CorrelationTable(turn.calls), envelopes, trusted)
-        except (CorrelationError, BindingMismatch) as exc:
-            self._stop(op, "INTEGRITY", str(exc), target=State.FAILED, response_id=turn.response_id)
-            await self._flush(op)
-            return
-        hashes = [canonical_sha256(e.model_result) for e in ordered]
-        verdict = record_turn_results(op.budgets, op.spent, hashes, any(r.no_progress for r in records))
-        results = [(first_call[(e.response_id, e.call_id)], e.model_result) for e in ordered]
-        op.pending_journal.append(
-            JournalRow(
-                "results",
-                {
-                    "response_id": turn.response_id,
-                    "envelopes": [r.envelope for r in records],
-                    "identical": [r.identical_key for r in records if r.identical_key],
-                    "result_hashes": hashes,
-                },
-            )
-        )
-        for e in ordered:
-            op.audit(self.clock.now(), "result", _audit_result(e), self.audit_key)
-        if isinstance(verdict, Stop):
-            self._stop(
-                op,
-                verdict.reason,
-                verdict.detail,
-                response_id=turn.response_id,
-                call_ids=[r.call_id for r in records],
-                tools=sorted({r.tool for r in records}),
-            )
-            await self._flush(op)
-            return
-        op.append_items(self.adapter.turn_items(turn))
-        op.new_items_start = len(op.transcript)
-        op.append_items(self.adapter.result_items(turn, results))
-        op.last_turn = turn
-        op.current = None
-        self._move(op, State.MODEL_REQUESTED, "results_sent", response_id=turn.response_id)
-        await self._flush(op)
-        crash_point("after_result_commit")
+        """RESULTS_READY → MODEL_REQUESTED (runtime/results.py); a method so tests can interpose."""
+        await send_results(self, op)
 
     def _outcome(self, op: Operation) -> Outcome:
         pending: tuple[PendingApproval, ...] = ()
@@ -895,22 +564,6 @@ class Runner:
         )
 
 
-def _audit_result(e: ResultEnvelope) -> dict[str, Any]:
-    p = e.protected_audit
-    return {
-        "response_id": e.response_id,
-        "call_id": e.call_id,
-        "ok": e.ok,
-        "error_code": e.error_code,
-        "idempotency_key": p.get("idempotency_key"),
-        "effect": p.get("effect"),
-        "producer": p.get("producer"),
-        "request_sha256": p.get("request_sha256"),
-        "result_sha256": p.get("result_sha256"),
-        "call_binding_sha256": p.get("call_binding_sha256"),
-    }
-
-
 def _run_sync(coro: Any) -> Outcome:
     """Thin synchronous facade (no second implementation)."""
     try:
@@ -923,13 +576,3 @@ def _run_sync(coro: Any) -> Outcome:
 
 
 __all__ = ["ApproverNotAllowed", "Outcome", "Policy", "Price", "Runner"]
-
-
-def call_arguments_json(call: ToolCall) -> str | None:
-    """Canonical arguments of a call as proposed, or None where they are unreadable."""
-    if call.arguments is None:
-        return None
-    try:
-        return canonical_json(call.arguments)
-    except CanonicalizationError:
-        return None

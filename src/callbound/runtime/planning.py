@@ -1,0 +1,216 @@
+"""Planning a turn's calls (VALIDATING), pausing for approvals, and resuming once they are decided (D3, D17)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..core.approvals import PendingApproval, revalidate
+from ..core.canonical import sha256_hex
+from ..core.dispatch import (
+    APPROVAL_EXPIRED,
+    Execute,
+    NeedsApproval,
+    Reject,
+    plan_call,
+    plan_turn,
+)
+from ..core.errors import (
+    StoreError,
+)
+from ..core.guards import (
+    Stop,
+    check_tool_calls,
+)
+from ..core.states import State
+from ..core.types import ModelTurn, error_result
+from .crash import crash_point
+from .execute import seal
+from .operation import PLANNED, WAITING, CallRecord, CurrentTurn, Operation
+from .results import call_arguments_json
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+
+def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -> None:
+    """VALIDATING → EXECUTING | WAITING_APPROVAL | RESULTS_READY | STOPPED. Adds C1's content."""
+    unique = {(c.response_id, c.call_id) for c in turn.calls}
+    stop = check_tool_calls(op.budgets, op.spent, len(unique))
+    if isinstance(stop, Stop):
+        runner._stop(
+            op,
+            stop.reason,
+            stop.detail,
+            response_id=turn.response_id,
+            call_ids=[c.call_id for c in turn.calls],
+        )
+        return
+    offered = frozenset(op.offered)
+    plan = plan_turn(turn.calls, runner.registry, offered, runner._trusted_op(op), runner.policy.authorize)
+    op.spent.tool_calls += len(plan)
+    records: list[CallRecord] = []
+    cached = runner._turn_plain
+    op.current = CurrentTurn(turn, records, cached[1] if cached is not None and cached[0] is turn else None)
+    now = runner.clock.now()
+    for item in plan:
+        rec = CallRecord(
+            item.call.response_id,
+            item.call.call_id,
+            item.call.name,
+            PLANNED,
+            call_arguments_json(item.call),
+        )
+        records.append(rec)
+        if isinstance(item, Reject):
+            seal(runner, op, turn, rec, item.spec, error_result(item.code, item.message))
+            continue
+        rec.idempotency_key = item.idempotency_key
+        if isinstance(item, NeedsApproval):
+            approval = PendingApproval(
+                approval_id=runner.ids.new_id("apr"),
+                operation_id=op.operation_id,
+                tenant=op.tenant,
+                subject=op.subject,
+                response_id=rec.response_id,
+                call_id=rec.call_id,
+                tool=item.spec.name,
+                arguments=item.spec.redact(item.call.arguments) if item.spec.redact else item.call.arguments,
+                argument_digest=item.argument_digest,
+                policy_revision=runner.policy.revision,
+                schema_version=item.spec.schema_version,
+                tool_digest=item.spec.definition_digest(),
+                created_at=now,
+                expires_at=now + runner.policy.approval_ttl,
+            )
+            rec.approval_id = approval.approval_id
+            rec.status = WAITING
+            op.pending_approvals.append(approval)
+            op.audit(
+                now,
+                "approval_requested",
+                {
+                    "approval_id": approval.approval_id,
+                    "call_id": rec.call_id,
+                    "tool": approval.tool,
+                    "argument_digest": approval.argument_digest,
+                    "expires_at": approval.expires_at.isoformat(),
+                },
+                runner.audit_key,
+            )
+    after_plan(runner, op)
+
+
+def after_plan(runner: Runner, op: Operation) -> None:
+    assert op.current is not None
+    statuses = [r.status for r in op.current.records]
+    if PLANNED in statuses:
+        planned = [r for r in op.current.records if r.status == PLANNED]
+        runner._move(
+            op,
+            State.EXECUTING,
+            "execute",
+            call_ids=[r.call_id for r in planned],
+            idempotency_keys=[r.idempotency_key for r in planned if r.idempotency_key],
+        )
+    elif WAITING in statuses:
+        enter_waiting(runner, op)
+    else:
+        runner._move(op, State.RESULTS_READY, "all_rejected")
+
+
+def enter_waiting(runner: Runner, op: Operation) -> None:
+    assert op.current is not None
+    runner._move(
+        op,
+        State.WAITING_APPROVAL,
+        "approval_required",
+        approval_ids=[r.approval_id for r in op.current.records if r.status == WAITING],
+    )
+
+
+async def approvals_ready(runner: Runner, op: Operation) -> bool:
+    """In WAITING_APPROVAL: False (still waiting) or move on once every approval of the turn is
+    decided or expired, re-validating each approved call (D17)."""
+    assert op.current is not None
+    now = runner.clock.now()
+    waiting = [r for r in op.current.records if r.status == WAITING]
+    approvals: dict[str, PendingApproval] = {}
+    for rec in waiting:
+        assert rec.approval_id is not None
+        a = runner.store.get_approval(rec.approval_id)
+        if a is None:
+            raise StoreError(
+                f"approval {rec.approval_id} of operation {op.operation_id} is missing from the store"
+            )
+        approvals[rec.approval_id] = a
+        if a.status == "pending" and now < a.expires_at:
+            return False
+    if op.budgets.not_after is not None and now >= op.budgets.not_after:
+        runner._stop(op, "DEADLINE", "not_after passed while waiting for approval")
+        await runner._flush(op)
+        return True
+    turn = op.current.turn
+    calls = {(c.response_id, c.call_id): c for c in turn.calls}
+    expired_stop = False
+    for rec in waiting:
+        assert rec.approval_id is not None
+        a = approvals[rec.approval_id]
+        spec = runner.registry.get(rec.tool)
+        code: str | None
+        message: str
+        if spec is None:
+            code, message = "APPROVAL_STALE", f"{rec.tool} is no longer available"
+        else:
+            code = revalidate(
+                a,
+                now,
+                argument_digest=sha256_hex(rec.arguments_json or "null"),
+                policy_revision=runner.policy.revision,
+                schema_version=spec.schema_version,
+                tool_digest=spec.definition_digest(),
+            )
+            message = {
+                "APPROVAL_EXPIRED": "the approval for this call expired before anyone decided; it was not run",
+                "APPROVAL_STALE": "the tool or policy changed since approval was asked; it was not run",
+                "DENIED": f"a human denied this call{': ' + a.reason if a.reason else ''}; it was not run",
+            }.get(code or "", "")
+            if code is None:
+                # Re-validate schema and authorization against today's registry and policy.
+                item = plan_call(
+                    calls[(rec.response_id, rec.call_id)],
+                    runner.registry,
+                    frozenset(op.offered),
+                    runner._trusted_op(op),
+                    runner.policy.authorize,
+                )
+                if isinstance(item, Reject):
+                    code, message = item.code, item.message
+                elif (
+                    isinstance(item, Execute | NeedsApproval) and item.idempotency_key != rec.idempotency_key
+                ):
+                    code, message = "APPROVAL_STALE", "the call's intent changed since approval was asked"
+        op.audit(
+            now,
+            "approval_resolved",
+            {
+                "approval_id": a.approval_id,
+                "status": a.status,
+                "approver": a.approver,
+                "result": code or "APPROVED",
+            },
+            runner.audit_key,
+        )
+        if code is None:
+            rec.status = PLANNED
+        else:
+            if code == APPROVAL_EXPIRED and runner.policy.on_approval_expired == "stop":
+                expired_stop = True
+            seal(runner, op, turn, rec, spec, error_result(code, message))
+    if expired_stop:
+        runner._stop(op, "APPROVAL_EXPIRED", "an approval expired and the policy stops on expiry")
+        await runner._flush(op)
+        return True
+    after_plan(runner, op)
+    await runner._flush(op)
+    crash_point("after_approval_before_execution")
+    return True

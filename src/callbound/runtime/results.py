@@ -1,0 +1,138 @@
+"""RESULTS_READY → MODEL_REQUESTED: correlate, verify every binding from trusted context, check progress, commit C2 (D10, D13, D18)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from ..core.binding import CorrelationTable, verify_results
+from ..core.canonical import canonical_json, canonical_sha256
+from ..core.errors import (
+    BindingMismatch,
+    CanonicalizationError,
+    CorrelationError,
+)
+from ..core.guards import (
+    Stop,
+    record_turn_results,
+)
+from ..core.snapshot import envelope_from_dict
+from ..core.states import State
+from ..core.types import ResultEnvelope, ToolCall
+from ..stores.base import JournalRow
+from .crash import crash_point
+from .execute import trusted_for
+from .operation import CallRecord, Operation
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+
+async def send_results(runner: Runner, op: Operation) -> None:
+    """RESULTS_READY → MODEL_REQUESTED: correlate, verify every binding, check progress, C2."""
+    assert op.current is not None
+    turn = op.current.turn
+    records = op.current.records
+    envelopes = [envelope_from_dict(r.envelope) for r in records if r.envelope is not None]
+    first_call: dict[tuple[str, str], ToolCall] = {}
+    for c in turn.calls:
+        first_call.setdefault((c.response_id, c.call_id), c)
+    # Fix: a DUPLICATE_CALL_ID or UNKNOWN_TOOL rejection is sealed without a spec (handler "-"), but
+    # the binding was recomputed with the registry's spec whenever the name was registered, so a
+    # repeated call id of a real tool (or a registered tool that was not offered) ended
+    # FAILED(INTEGRITY). Resolve the spec the way dispatch did, from the correlation table and the
+    # offered list, never from the envelope.
+    per_key = Counter((c.response_id, c.call_id) for c in turn.calls)
+    offered = frozenset(op.offered)
+    trusted = {}
+    for rec in records:
+        rejected_unbound = per_key[(rec.response_id, rec.call_id)] > 1 or rec.tool not in offered
+        spec = None if rejected_unbound else runner.registry.get(rec.tool)
+        call = first_call.get((rec.response_id, rec.call_id))
+        # D10: name and arguments come from the correlation table (the call as proposed), the key,
+        # effect and producer from the call record, the rest from the operation row and registry.
+        source = (
+            rec
+            if call is None
+            else CallRecord(
+                rec.response_id,
+                rec.call_id,
+                call.name,
+                rec.status,
+                call_arguments_json(call),
+                rec.idempotency_key,
+                effect=rec.effect,
+                producer=rec.producer,
+                handler=rec.handler,
+                schema_version=rec.schema_version,
+                policy_revision=rec.policy_revision,
+            )
+        )
+        trusted[(rec.response_id, rec.call_id)] = trusted_for(runner, op, turn, source, spec)
+    try:
+        ordered = verify_results(CorrelationTable(turn.calls), envelopes, trusted)
+    except (CorrelationError, BindingMismatch) as exc:
+        runner._stop(op, "INTEGRITY", str(exc), target=State.FAILED, response_id=turn.response_id)
+        await runner._flush(op)
+        return
+    hashes = [canonical_sha256(e.model_result) for e in ordered]
+    verdict = record_turn_results(op.budgets, op.spent, hashes, any(r.no_progress for r in records))
+    results = [(first_call[(e.response_id, e.call_id)], e.model_result) for e in ordered]
+    op.pending_journal.append(
+        JournalRow(
+            "results",
+            {
+                "response_id": turn.response_id,
+                "envelopes": [r.envelope for r in records],
+                "identical": [r.identical_key for r in records if r.identical_key],
+                "result_hashes": hashes,
+            },
+        )
+    )
+    for e in ordered:
+        op.audit(runner.clock.now(), "result", _audit_result(e), runner.audit_key)
+    if isinstance(verdict, Stop):
+        runner._stop(
+            op,
+            verdict.reason,
+            verdict.detail,
+            response_id=turn.response_id,
+            call_ids=[r.call_id for r in records],
+            tools=sorted({r.tool for r in records}),
+        )
+        await runner._flush(op)
+        return
+    op.append_items(runner.adapter.turn_items(turn))
+    op.new_items_start = len(op.transcript)
+    op.append_items(runner.adapter.result_items(turn, results))
+    op.last_turn = turn
+    op.current = None
+    runner._move(op, State.MODEL_REQUESTED, "results_sent", response_id=turn.response_id)
+    await runner._flush(op)
+    crash_point("after_result_commit")
+
+
+def _audit_result(e: ResultEnvelope) -> dict[str, Any]:
+    p = e.protected_audit
+    return {
+        "response_id": e.response_id,
+        "call_id": e.call_id,
+        "ok": e.ok,
+        "error_code": e.error_code,
+        "idempotency_key": p.get("idempotency_key"),
+        "effect": p.get("effect"),
+        "producer": p.get("producer"),
+        "request_sha256": p.get("request_sha256"),
+        "result_sha256": p.get("result_sha256"),
+        "call_binding_sha256": p.get("call_binding_sha256"),
+    }
+
+
+def call_arguments_json(call: ToolCall) -> str | None:
+    """Canonical arguments of a call as proposed, or None where they are unreadable."""
+    if call.arguments is None:
+        return None
+    try:
+        return canonical_json(call.arguments)
+    except CanonicalizationError:
+        return None
