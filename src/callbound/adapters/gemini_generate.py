@@ -41,19 +41,16 @@ from typing import Any
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.registry import ToolDeclaration
 from ..core.types import (
-    ArgumentsProgress,
-    CallReady,
-    CallStarted,
     Failure,
     Finish,
     ModelTurn,
-    Progress,
     Provenance,
     RawFailure,
     ToolCall,
     Usage,
 )
 from .base import (
+    StreamAssembler,
     StreamCaps,
     decode_body,
     failure_turn,
@@ -61,11 +58,9 @@ from .base import (
     make_call,
     map_failure,
     retry_after_seconds,
-    stream_cut_turn,
     synthetic_response_id,
-    too_large_turn,
 )
-from .gemini_schema import PartialArgs, gemini_schema, google_error_details
+from .gemini_schema import gemini_schema, google_error_details
 
 API = "gemini-generate"
 PROVIDER = "google"
@@ -240,222 +235,6 @@ def error_turn(
 
 # ---- streaming ------------------------------------------------------------------------------------
 
-_MISSING = object()
-
-
-class _PartialCall:
-    """A call streamed as Vertex ``partialArgs`` (WIRE.md 4.7): the opening part's other keys
-    (``thoughtSignature``) stay with it; the values go into a ``PartialArgs`` tree."""
-
-    def __init__(self, index: int, part: dict[str, Any], fc: dict[str, Any]) -> None:
-        self.index = index
-        self.extra = {k: v for k, v in part.items() if k != "functionCall"}
-        self.name = fc.get("name")
-        self.id = fc.get("id") if isinstance(fc.get("id"), str) and fc.get("id") else None
-        self.args = PartialArgs()
-
-    def finalise(self) -> tuple[dict[str, Any], str | None]:
-        args, error = self.args.finalise()
-        fc: dict[str, Any] = {"name": self.name}
-        if self.id:
-            fc["id"] = self.id
-        fc["args"] = args
-        return {"functionCall": fc, **self.extra}, error
-
-
-class _TextRun:
-    __slots__ = ("fragments", "thought")
-
-    def __init__(self, thought: Any) -> None:
-        self.fragments: list[str] = []
-        self.thought = thought
-
-
-class _Assembler:
-    """Streaming assembly for streamGenerateContent chunks (WIRE.md 4.7)."""
-
-    def __init__(self, caps: StreamCaps, model: str | None) -> None:
-        self._caps = caps
-        self._model = model
-        self._rid: str | None = None
-        self._model_version: str | None = None
-        self._role: Any = "model"
-        self._parts: list[dict[str, Any] | _TextRun | _PartialCall] = []
-        self._open: _PartialCall | None = None
-        self._call_bytes: dict[int, int] = {}
-        self._total = 0
-        self._arg_errors: dict[int, str] = {}
-        self._truncated: str | None = None
-        self._finish: str | None = None
-        self._finish_message: Any = None
-        self._feedback: dict[str, Any] | None = None
-        self._usage: dict[str, Any] | None = None
-        self._error: dict[str, Any] | None = None
-        self._malformed: str | None = None
-        self._aborted = False
-
-    @property
-    def aborted(self) -> bool:
-        return self._aborted
-
-    def _cid(self, index: int, real: Any) -> str:
-        if isinstance(real, str) and real:
-            return real
-        return f"{self._rid}:{index}" if self._rid else f"#{index}"
-
-    def _count(self, index: int, size: int) -> bool:
-        self._call_bytes[index] = self._call_bytes.get(index, 0) + size
-        self._total += size
-        if self._call_bytes[index] > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
-            self._aborted = True
-            self._parts.clear()  # stop buffering: nothing of this stream will be used
-            self._open = None
-            return False
-        return True
-
-    def feed(self, event: dict[str, Any] | str) -> list[Progress]:
-        if not isinstance(event, dict) or self._aborted:
-            return []
-        if isinstance(event.get("error"), dict):
-            self._error = event["error"]
-            return []
-        if isinstance(event.get("responseId"), str) and not self._rid:
-            self._rid = event["responseId"]
-        if isinstance(event.get("modelVersion"), str):
-            self._model_version = event["modelVersion"]
-        if isinstance(event.get("promptFeedback"), dict) and event["promptFeedback"].get("blockReason"):
-            self._feedback = event["promptFeedback"]
-        meta = event.get("usageMetadata")
-        if isinstance(meta, dict) and _count(meta, "promptTokenCount", "candidatesTokenCount") is not None:
-            self._usage = meta  # running totals; Vertex middle chunks carry only trafficType
-        cand = _first_candidate(event)
-        if cand is None:
-            return []
-        out: list[Progress] = []
-        content = cand.get("content")
-        if isinstance(content, dict):
-            self._role = content.get("role", self._role)
-            for part in content.get("parts") or []:
-                if isinstance(part, dict):
-                    out.extend(self._part(part))
-                if self._aborted:
-                    return []
-        if isinstance(cand.get("finishReason"), str):
-            self._finish = cand["finishReason"]
-            self._finish_message = cand.get("finishMessage")
-            if self._open is not None:  # D34: finalised at the finish chunk; it must parse
-                out.extend(self._close(at_finish=True))
-        return out
-
-    def _part(self, part: dict[str, Any]) -> list[Progress]:
-        if set(part) <= {"text", "thought"} and isinstance(part.get("text"), str):
-            thought = part.get("thought", _MISSING)
-            last = self._parts[-1] if self._parts else None
-            if not (isinstance(last, _TextRun) and last.thought == thought):
-                last = _TextRun(thought)
-                self._parts.append(last)
-            last.fragments.append(part["text"])
-            return []
-        fc = part.get("functionCall")
-        if not isinstance(fc, dict):
-            self._parts.append(part)
-            return []
-        out: list[Progress] = []
-        if not fc:  # the empty terminator of a partialArgs call
-            return self._close() if self._open is not None else []
-        if "name" in fc and self._open is not None:
-            out.extend(self._close())  # a new call begins: the previous one ended without a terminator
-        index = len(self._parts)
-        if "name" in fc and "partialArgs" not in fc and fc.get("willContinue") is not True:
-            cid = self._cid(index, fc.get("id"))
-            size = len(
-                json.dumps(fc.get("args", {}), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-            )
-            if not self._count(index, size):
-                return []
-            self._parts.append(part)
-            return [*out, CallStarted(cid, str(fc.get("name"))), ArgumentsProgress(cid, size), CallReady(cid)]
-        if "name" in fc:
-            self._open = _PartialCall(index, part, fc)
-            self._parts.append(self._open)
-            out.append(CallStarted(self._cid(index, self._open.id), str(fc.get("name"))))
-        elif self._open is None:
-            self._malformed = "partialArgs arrived without an open call"
-            return out
-        else:
-            self._open.extra.update({k: v for k, v in part.items() if k != "functionCall"})
-        call = self._open
-        size = sum(call.args.apply(entry) for entry in fc.get("partialArgs") or [])
-        if size:
-            if not self._count(call.index, size):
-                return []
-            out.append(ArgumentsProgress(self._cid(call.index, call.id), self._call_bytes[call.index]))
-        if fc.get("willContinue") is not True:
-            out.extend(self._close())
-        return out
-
-    def _close(self, at_finish: bool = False) -> list[Progress]:
-        call = self._open
-        assert call is not None
-        self._open = None
-        part, error = call.finalise()
-        self._parts[call.index] = part
-        if error is not None:
-            self._arg_errors[call.index] = error
-            if at_finish:
-                self._truncated = "arguments_incomplete"
-        return [CallReady(self._cid(call.index, call.id))]
-
-    def finish(self, raw_sha256: str) -> ModelTurn:
-        model = self._model or self._model_version
-        prov = _provenance(model)
-        if self._aborted:
-            return too_large_turn(API, prov, raw_sha256, self._rid)
-        if self._error is not None:
-            turn = error_turn(self._error, raw_sha256, None, {}, "error_event", model)
-            return dataclasses.replace(turn, response_id=self._rid or turn.response_id)
-        if self._malformed is not None:
-            return failure_turn(
-                API, prov, raw_sha256, response_id=self._rid, raw_stop_reason=self._finish,
-                reason="malformed_stream", failure=Failure("error_event", True, None, None, self._malformed),
-            )  # fmt: skip
-        if self._finish is None and self._feedback is None:
-            return stream_cut_turn(API, prov, raw_sha256, self._rid)
-        parts: list[dict[str, Any]] = []
-        for p in self._parts:
-            if isinstance(p, _TextRun):
-                joined = "".join(p.fragments)
-                if joined:  # an empty unsigned text part (a closing chunk's) carries nothing
-                    parts.append(
-                        {"text": joined} if p.thought is _MISSING else {"text": joined, "thought": p.thought}
-                    )
-            elif isinstance(p, _PartialCall):  # opened after the finish chunk and never closed
-                part, error = p.finalise()
-                parts.append(part)
-                self._arg_errors[p.index] = error or "the call was still open when the stream ended"
-                self._truncated = "arguments_incomplete"
-            else:
-                parts.append(p)
-        resp: dict[str, Any] = {"responseId": self._rid, "modelVersion": self._model_version}
-        if self._finish is not None or parts:
-            cand: dict[str, Any] = {
-                "content": {"role": self._role, "parts": parts},
-                "finishReason": self._finish,
-            }
-            if self._finish_message is not None:
-                cand["finishMessage"] = self._finish_message
-            resp["candidates"] = [cand]
-        if self._feedback is not None:
-            resp["promptFeedback"] = self._feedback
-        if self._usage is not None:
-            resp["usageMetadata"] = self._usage
-        return turn_from_body(
-            resp, raw_sha256, model=model, arg_errors=self._arg_errors, truncated_reason=self._truncated
-        )
-
-
-# ---- the adapter ----------------------------------------------------------------------------------
-
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
     for key, value in extra.items():
@@ -607,7 +386,11 @@ class GeminiGenerateAdapter:
             return error_turn(data["error"], digest, None, {}, "error_body", model)
         return turn_from_body(data, digest, model=model)
 
-    def stream_assembler(self, caps: StreamCaps | None = None, *, model: str | None = None) -> _Assembler:
+    def stream_assembler(
+        self, caps: StreamCaps | None = None, *, model: str | None = None
+    ) -> StreamAssembler:
+        from .gemini_stream import _Assembler  # imported here: gemini_stream imports this module
+
         return _Assembler(caps or StreamCaps(), model)
 
     def map_error(self, failure: RawFailure, *, model: str | None = None) -> ModelTurn:
