@@ -58,6 +58,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
 __version__ = "0.1.0"
 
 __all__ = [

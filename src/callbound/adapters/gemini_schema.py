@@ -54,6 +54,7 @@ read: Gemini says "check your plan and billing details" on transient per-minute 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -265,6 +266,13 @@ def parse_json_path(path: Any) -> list[str | int] | None:
     """``$.a.b[0]['c d']`` → ``["a", "b", 0, "c d"]``; None if it is not such a path."""
     if not isinstance(path, str) or not path.startswith("$"):
         return None
+    parsed = _parse_path_cached(path)
+    return None if parsed is None else list(parsed)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_path_cached(path: str) -> tuple[str | int, ...] | None:
+    # A stream repeats the same few paths once per fragment: parse each once.
     out: list[str | int] = []
     pos = 1
     while pos < len(path):
@@ -277,7 +285,7 @@ def parse_json_path(path: Any) -> list[str | int] | None:
         else:
             out.append(next(g for g in (name, q1, q2) if g is not None))
         pos = m.end()
-    return out
+    return tuple(out)
 
 
 class PartialArgs:

@@ -39,9 +39,17 @@ def _pairs_marking_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_BODY_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_marking_duplicates)
+
+
 def loads_body(data: bytes | str) -> Any:
-    """Parse a provider body leniently but faithfully: duplicates are marked, not silently merged."""
-    return json.loads(data, object_pairs_hook=_pairs_marking_duplicates)
+    """Parse a provider body leniently but faithfully: duplicates are marked, not silently merged.
+    One decoder is reused: streams call this once per event."""
+    if isinstance(data, bytes | bytearray):
+        data = data.decode(json.detect_encoding(data), "surrogatepass")
+    if data.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", data, 0)
+    return _BODY_DECODER.decode(data)
 
 
 def _reject_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
