@@ -80,7 +80,41 @@ def bench_env() -> dict[str, str]:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(DATA_DIR / "pycache")
     env.setdefault("PYTHONHASHSEED", "0")
+    if _SNAPSHOT["path"]:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_SNAPSHOT["path"], env.get("PYTHONPATH", "")) if p)
     return env
+
+
+_SNAPSHOT: dict[str, str] = {"path": ""}
+
+
+def snapshot_source() -> dict[str, str]:
+    """Copy ``src/callbound`` to bench/.data/src-snapshot and make every measured process (and this one)
+    import callbound from the copy, so a long run measures one version of the code even while the working
+    tree changes. Returns the git revision and whether src/ had uncommitted changes."""
+    dest = DATA_DIR / "src-snapshot"
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(
+        ROOT / "src" / "callbound", dest / "callbound", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    _SNAPSHOT["path"] = str(dest)
+    sys.path.insert(0, str(dest))
+    for name in [m for m in sys.modules if m == "callbound" or m.startswith("callbound.")]:
+        del sys.modules[name]
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *args], capture_output=True, text=True, cwd=str(ROOT), check=False
+            ).stdout.strip()
+        except OSError:
+            return ""
+
+    return {
+        "revision": git("rev-parse", "--short", "HEAD") or "unknown",
+        "dirty": "yes" if git("status", "--porcelain", "--", "src") else "no",
+    }
 
 
 def run_worker(

@@ -77,7 +77,10 @@ def _counting(store: Any, counters: Counters) -> None:
     store.commit = commit
 
 
-def build(impl: str, n: int, dbdir: str, *, commits_per_rt: int = 2) -> tuple[Callable[[], float], Counters]:
+def build(
+    impl: str, n: int, dbdir: str, *, commits_per_rt: int = 2
+) -> tuple[Callable[[], tuple[float, float]], Counters]:
+    """``run_once()`` returns ``(elapsed_s, wire_s)`` like the loops of loops.py."""
     counters = Counters()
     paths: list[str] = []
 
@@ -85,10 +88,10 @@ def build(impl: str, n: int, dbdir: str, *, commits_per_rt: int = 2) -> tuple[Ca
         paths.append(path)
         return path
 
-    def wrap(run: Callable[[], tuple[float, float]]) -> Callable[[], float]:
-        def run_once() -> float:
+    def wrap(run: Callable[[], tuple[float, float]]) -> Callable[[], tuple[float, float]]:
+        def run_once() -> tuple[float, float]:
             try:
-                return run()[0]
+                return run()
             finally:
                 while paths:
                     _cleanup(paths.pop())

@@ -6,6 +6,7 @@ the SDKs' quadratic code from disturbing other measurements.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -90,12 +91,24 @@ def task_loop(p: dict[str, Any]) -> dict[str, Any]:
     # warm-up would add minutes to the frameworks whose cost grows with the history and change nothing.
     for _ in range(p.get("warmup", 1)):
         loops.IMPLS[p["impl"]](min(p["n"], 50), p["par"])()
-    samples, wire = [], []
+    samples, wire, gc_s = [], [], []
+    pause = {"total": 0.0, "start": 0.0}
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            pause["start"] = time.perf_counter()
+        else:
+            pause["total"] += time.perf_counter() - pause["start"]
+
+    gc.callbacks.append(on_gc)  # time spent in cyclic garbage collection during each timed run
     for _ in range(p["runs"]):
+        pause["total"] = 0.0
         elapsed, wire_s = run_once()
         samples.append(elapsed)
         wire.append(wire_s)
-    out = {"samples_s": samples, "wire_s": wire, "setup_s": setup_s, "rss_mb": peak_rss_mb()}
+        gc_s.append(pause["total"])
+    gc.callbacks.remove(on_gc)
+    out = {"samples_s": samples, "wire_s": wire, "gc_s": gc_s, "setup_s": setup_s, "rss_mb": peak_rss_mb()}
     if p.get("profile"):
         _profile(run_once, p["profile"])
     if p.get("profile_top"):
@@ -125,11 +138,14 @@ def task_durable(p: dict[str, Any]) -> dict[str, Any]:
     for _, counters in built.values():
         counters.reset()
     samples: dict[str, list[float]] = {impl: [] for impl in built}
+    wire: dict[str, list[float]] = {impl: [] for impl in built}
     for _ in range(p["runs"]):
         for impl, (run_once, _) in built.items():
-            samples[impl].append(run_once())
+            elapsed, wire_s = run_once()
+            samples[impl].append(elapsed)
+            wire[impl].append(wire_s)
     out: dict[str, Any] = {
-        impl: {"samples_s": samples[impl], "commits": c.commits / max(1, p["runs"])}
+        impl: {"samples_s": samples[impl], "wire_s": wire[impl], "commits": c.commits / max(1, p["runs"])}
         for impl, (_, c) in built.items()
     }
     out["bare_commits_per_rt"] = per_rt
@@ -148,7 +164,7 @@ def task_durable_once(p: dict[str, Any]) -> dict[str, Any]:
     run_once, counters = durable.build(
         p["impl"], p["n"], p["dbdir"], commits_per_rt=p.get("commits_per_rt", 2)
     )
-    elapsed = run_once()
+    elapsed, _ = run_once()
     return {"elapsed_s": elapsed, "commits": counters.commits}
 
 
