@@ -982,8 +982,8 @@ def bounds_text(cfg: Config, rep: Report, prof: dict[str, Any]) -> list[str]:
         text = (
             f"- **In-memory round trip.** callbound's own work is {cbl['own_us']:.0f} µs per round trip at "
             f"{nmax:,} turns against {dsh:.1f} µs for the sha256 dict loop. It is CPU work in pure Python that "
-            "the dict loop does not do: every round trip canonicalises and hashes many small dicts (RFC 8785 "
-            "encoder written in Python), extends the audit hash chain once per transition and event, computes "
+            "the dict loop does not do: every round trip canonicalises and hashes many small dicts (RFC 8785), "
+            "extends the audit hash chain once per transition and event, computes "
             "each call's binding when the envelope is sealed and again when it is verified, serialises the head "
             "row for two commits, and passes through several event-loop iterations. The profile below says "
             "which functions."
@@ -1078,6 +1078,10 @@ def bounds_text(cfg: Config, rep: Report, prof: dict[str, Any]) -> list[str]:
             + f". Of callbound's own modules' time, class creation is the largest part: they define "
             f"{_count_dataclasses()} dataclasses, and `@dataclass` generates each class's methods with `exec` "
             "(about 0.3 ms a class here); asyncio (with ssl and socket) comes with the runtime."
+            f" Import + first use ({imp['callbound-first']:.0f} ms) adds "
+            f"{imp['callbound-first'] - imp['callbound']:.0f} ms to the import: the runtime and adapter modules "
+            "load on first use, the registry builds a strict pydantic model and its JSON schema, and the run "
+            "starts an event loop and the tool thread pool."
         )
     p = R.get("paused", {}).get("sqlite")
     if "paused" in missed and p:
