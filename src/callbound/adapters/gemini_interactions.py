@@ -37,28 +37,23 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.arguments import parse_arguments
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.registry import ToolDeclaration
 from ..core.types import (
-    ArgumentsProgress,
-    CallReady,
-    CallStarted,
     Failure,
     Finish,
     ModelTurn,
-    Progress,
     Provenance,
     RawFailure,
     ToolCall,
     Usage,
 )
 from .base import (
+    StreamAssembler,
     StreamCaps,
     decode_body,
     failure_turn,
@@ -67,9 +62,7 @@ from .base import (
     map_failure,
     result_text,
     retry_after_seconds,
-    stream_cut_turn,
     synthetic_response_id,
-    too_large_turn,
 )
 from .gemini_schema import google_error_details
 from .schema import inline_refs
@@ -251,166 +244,6 @@ def error_turn(
     )
 
 
-class _Assembler:
-    """Streaming assembly for Interactions events, keyed by step (legacy: content) index."""
-
-    def __init__(self, caps: StreamCaps, model: str | None) -> None:
-        self._caps = caps
-        self._model = model
-        self._rid: str | None = None
-        self._items: dict[int, dict[str, Any]] = {}
-        self._args: dict[int, list[str]] = {}  # arguments_delta fragments, joined once at step.stop
-        self._texts: dict[int, list[str]] = {}
-        self._raw: dict[int, str] = {}  # joined argument text per call, for the strict parser
-        self._call_bytes: dict[int, int] = {}
-        self._announced: set[int] = set()
-        self._total = 0
-        self._legacy = False
-        self._terminal: dict[str, Any] | None = None
-        self._error: dict[str, Any] | None = None
-        self._aborted = False
-
-    @property
-    def aborted(self) -> bool:
-        return self._aborted
-
-    def _cid(self, index: int) -> str:
-        real = _real_id(self._items.get(index, {}).get("id"))
-        return real or (f"{self._rid}:{index}" if self._rid else f"#{index}")
-
-    def _started(self, index: int) -> list[Progress]:
-        """CallStarted once the name is known (legacy content.start carries only the id)."""
-        name = self._items[index].get("name")
-        if index in self._announced or not isinstance(name, str):
-            return []
-        self._announced.add(index)
-        return [CallStarted(self._cid(index), name)]
-
-    def _count(self, index: int, size: int) -> bool:
-        self._call_bytes[index] = self._call_bytes.get(index, 0) + size
-        self._total += size
-        if self._call_bytes[index] > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
-            self._aborted = True
-            self._items.clear()  # stop buffering: nothing of this stream will be used
-            self._args.clear()
-            self._texts.clear()
-            return False
-        return True
-
-    def feed(self, event: dict[str, Any] | str) -> list[Progress]:
-        if not isinstance(event, dict) or self._aborted:
-            return []  # "[DONE]" (tolerated by the SDK) ends nothing: the terminal event does
-        kind = event.get("event_type") or event.get("_event")
-        index = event.get("index")
-        if kind in ("interaction.created", "interaction.start"):
-            inter = event.get("interaction")
-            if isinstance(inter, dict):
-                self._rid = _real_id(inter.get("id")) or self._rid  # store:false streams send id ""
-                self._model = self._model or (inter["model"] if isinstance(inter.get("model"), str) else None)
-            self._legacy = kind == "interaction.start"
-        elif kind in _TERMINAL:
-            inter = event.get("interaction")
-            self._terminal = inter if isinstance(inter, dict) else {}
-        elif kind == "error":
-            self._error = event["error"] if isinstance(event.get("error"), dict) else {}
-        elif kind in ("step.start", "content.start") and isinstance(index, int):
-            snapshot = event.get("step" if kind == "step.start" else "content")
-            self._legacy = self._legacy or kind == "content.start"
-            self._items[index] = dict(snapshot) if isinstance(snapshot, dict) else {}
-            if self._items[index].get("type") == "function_call":
-                self._args[index] = []
-                return self._started(index)
-        elif kind in ("step.delta", "content.delta") and isinstance(index, int):
-            delta = event.get("delta")
-            if isinstance(delta, dict):
-                return self._delta(index, delta)
-        elif kind in ("step.stop", "content.stop") and isinstance(index, int):
-            return self._stop(index)
-        return []
-
-    def _delta(self, index: int, delta: dict[str, Any]) -> list[Progress]:
-        item = self._items.setdefault(index, {})
-        dtype = delta.get("type")
-        if dtype == "text" and isinstance(delta.get("text"), str):
-            self._texts.setdefault(index, []).append(delta["text"])
-        elif dtype == "thought_signature":
-            item["signature"] = delta.get("signature")
-        elif dtype == "thought_summary":
-            item.setdefault("summary", []).append(delta.get("content"))
-        elif dtype == "arguments_delta" and isinstance(delta.get("arguments"), str):
-            fragment = delta["arguments"]
-            if not self._count(index, len(fragment.encode("utf-8"))):
-                return []
-            self._args.setdefault(index, []).append(fragment)
-            return [ArgumentsProgress(self._cid(index), self._call_bytes[index])]
-        elif dtype == "function_call":  # legacy: the whole call in one delta, arguments as an object
-            size = len(json.dumps(delta.get("arguments"), ensure_ascii=False).encode("utf-8"))
-            if not self._count(index, size):
-                return []
-            item.update(delta)
-            return [*self._started(index), ArgumentsProgress(self._cid(index), self._call_bytes[index])]
-        elif dtype in ("image", "audio", "video", "document") and item.get("type") == "model_output":
-            item.setdefault("content", []).append(delta)
-        elif dtype not in ("text_annotation", "text_annotation_delta"):
-            item.update({k: v for k, v in delta.items() if k != "type"})  # built-in tool deltas, whole
-        return []
-
-    def _stop(self, index: int) -> list[Progress]:
-        item = self._items.get(index)
-        if item is None:
-            return []
-        fragments = self._args.pop(index, None)
-        if item.get("type") == "function_call":
-            if fragments:
-                raw = self._raw[index] = "".join(fragments)
-                parsed, _ = parse_arguments(raw)
-                # The object goes back in the continuation; unparseable text stays as received and the
-                # call carries the arguments error.
-                item["arguments"] = parsed if parsed is not None else raw
-            return [CallReady(self._cid(index))]
-        return []
-
-    def _build(self, index: int, item: dict[str, Any]) -> dict[str, Any]:
-        texts = self._texts.get(index)
-        if item.get("type") == "function_call" and self._args.get(index):  # no step.stop came
-            raw = self._raw[index] = "".join(self._args[index])
-            parsed, _ = parse_arguments(raw)
-            item = {**item, "arguments": parsed if parsed is not None else raw}
-        if texts is None:
-            return item
-        joined = "".join(texts)
-        if self._legacy or item.get("type") == "text":
-            return {**item, "text": joined}
-        content = [c for c in item.get("content") or [] if isinstance(c, dict)]
-        first = next((i for i, c in enumerate(content) if c.get("type") == "text"), None)
-        if first is None:
-            content.append({"type": "text", "text": joined})
-        else:  # the snapshot already held the text's beginning
-            content[first] = {**content[first], "text": str(content[first].get("text") or "") + joined}
-        return {**item, "content": content}
-
-    def finish(self, raw_sha256: str) -> ModelTurn:
-        prov = _provenance(self._model)
-        if self._aborted:
-            return too_large_turn(API, prov, raw_sha256, self._rid)
-        if self._error is not None:
-            turn = error_turn(self._error, raw_sha256, None, {}, "error_event", self._model)
-            return turn if self._rid is None else dataclasses.replace(turn, response_id=self._rid)
-        if self._terminal is None:
-            return stream_cut_turn(API, prov, raw_sha256, self._rid)
-        inter = dict(self._terminal)
-        if not _real_id(inter.get("id")):
-            inter["id"] = self._rid
-        inter.setdefault("model", self._model)
-        items = [self._build(i, self._items[i]) for i in sorted(self._items)]
-        if self._legacy:
-            inter.pop("steps", None)
-            inter["outputs"] = items
-        return turn_from_interaction(
-            inter, raw_sha256, model=self._model, items=items, raw_arguments=self._raw
-        )
-
-
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):
@@ -547,7 +380,11 @@ class GeminiInteractionsAdapter:
             return error_turn(data["error"], digest, None, {}, "error_body", model)
         return turn_from_interaction(data, digest, model=model)
 
-    def stream_assembler(self, caps: StreamCaps | None = None, *, model: str | None = None) -> _Assembler:
+    def stream_assembler(
+        self, caps: StreamCaps | None = None, *, model: str | None = None
+    ) -> StreamAssembler:
+        from .gemini_interactions_stream import _Assembler  # imported here: that module imports this one
+
         return _Assembler(caps or StreamCaps(), model)
 
     def map_error(self, failure: RawFailure, *, model: str | None = None) -> ModelTurn:
