@@ -60,7 +60,7 @@ from .base import (
     retry_after_seconds,
     synthetic_response_id,
 )
-from .gemini_schema import gemini_schema, google_error_details
+from .gemini_schema import deep_merge, gemini_schema, google_error_details
 
 API = "gemini-generate"
 PROVIDER = "google"
@@ -233,19 +233,6 @@ def error_turn(
     )
 
 
-# ---- streaming ------------------------------------------------------------------------------------
-
-
-def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            merged = dict(base[key])
-            _deep_merge(merged, value)
-            base[key] = merged
-        else:
-            base[key] = value
-
-
 def _tool_config(choice: Any) -> dict[str, Any] | None:
     if choice is None:
         return None
@@ -369,7 +356,7 @@ class GeminiGenerateAdapter:
         if generation:
             body["generationConfig"] = generation
         # Deep merge, so that extra={"generationConfig": {"thinkingConfig": ...}} keeps the temperature.
-        _deep_merge(body, settings.get("extra") or {})
+        deep_merge(body, settings.get("extra") or {})
         return body
 
     def parse_response(self, body: bytes | str | dict[str, Any], *, model: str | None = None) -> ModelTurn:

@@ -64,7 +64,7 @@ from .base import (
     retry_after_seconds,
     synthetic_response_id,
 )
-from .gemini_schema import google_error_details
+from .gemini_schema import deep_merge, google_error_details
 from .schema import inline_refs
 
 API = "gemini-interactions"
@@ -244,16 +244,6 @@ def error_turn(
     )
 
 
-def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            merged = dict(base[key])
-            _deep_merge(merged, value)
-            base[key] = merged
-        else:
-            base[key] = value
-
-
 def _results_in(item: dict[str, Any]) -> list[dict[str, Any]]:
     """function_result objects carried by one input item: a top-level step, a user_input step's
     content, or a legacy user turn's content."""
@@ -367,7 +357,7 @@ class GeminiInteractionsAdapter:
             body["generation_config"] = generation
         if settings.get("store") is False:
             body["store"] = False
-        _deep_merge(body, settings.get("extra") or {})
+        deep_merge(body, settings.get("extra") or {})
         if stream:
             body["stream"] = True
         return body

@@ -418,3 +418,14 @@ def google_error_details(err: dict[str, Any]) -> tuple[float | None, str | None,
             if "BILLING" in reason.upper():
                 permanent = True
     return delay, code, permanent
+
+
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
+    """Merge settings["extra"] into a request body, nested objects key by key (generationConfig, toolConfig)."""
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merged = dict(base[key])
+            deep_merge(merged, value)
+            base[key] = merged
+        else:
+            base[key] = value
