@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..adapters.base import Adapter, StreamCaps
 from ..adapters.sse import SSEReader, decode_event
 from ..core.errors import ProtocolViolation, UsageError
-from ..core.model import ProgressCallback
+from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn
 
 if TYPE_CHECKING:
@@ -291,3 +291,87 @@ async def stainless_complete(
         return adapter.map_error(RawFailure("timeout", None, None, {}), model=model)
     except sdk.APIConnectionError:
         return adapter.map_error(RawFailure("connection", None, None, {}), model=model)
+
+
+class StainlessModel:
+    """What the OpenAI and Anthropic SDK clients share (both SDKs are Stainless-generated): the SDK
+    loaded on first use, a client with retries off and the request's timeout (D26), and one
+    ``complete`` that hands the raw body or stream to the adapter. Subclasses name the client class
+    and the resource that creates a response."""
+
+    client_class = ""
+
+    def __init__(
+        self,
+        api: str,
+        sdk: Any,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        model: str | None,
+        timeout_s: float | None,
+        client: Any,
+        caps: StreamCaps | None,
+    ) -> None:
+        from ..adapters import get as get_adapter
+
+        self.api = api
+        self._adapter: Adapter = get_adapter(api)
+        self.base_url = base_url
+        self._api_key = api_key
+        self.model = model
+        self.timeout_s = timeout_s
+        self.client = client
+        self.caps = caps
+        self._sdk = sdk
+        self.sdk_version = f"{sdk.__name__}/{sdk.__version__}"
+
+    @property
+    def adapter(self) -> Adapter:
+        return self._adapter
+
+    def _resource(self, client: Any) -> Any:
+        raise NotImplementedError
+
+    def _client(self, timeout: float) -> tuple[Any, bool]:
+        """(client, owned): a client with retries off and the request's timeout."""
+        if self.client is not None:
+            return self.client.with_options(max_retries=0, timeout=timeout), False
+        key = self._api_key or api_key_for(self.api)
+        if not key:
+            raise UsageError(
+                f"{self.api} needs an API key: set the environment variable {missing_key(self.api)}"
+            )
+        factory = getattr(self._sdk, self.client_class)
+        return factory(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout), True
+
+    async def complete(
+        self,
+        body: dict[str, Any],
+        *,
+        stream: bool,
+        meta: RequestMeta,
+        on_progress: ProgressCallback | None = None,
+    ) -> ModelTurn:
+        if self.model and not body.get("model"):
+            body = {**body, "model": self.model}
+        name = body.get("model")
+        model = name if isinstance(name, str) else None
+        timeout = effective_timeout(meta.timeout_s, self.timeout_s)
+        client, owned = self._client(timeout)
+        try:
+            turn = await stainless_complete(
+                self._sdk,
+                self._resource(client),
+                self._adapter,
+                body,
+                stream=stream,
+                timeout=timeout,
+                model=model,
+                on_progress=on_progress,
+                caps=self.caps,
+            )
+        finally:
+            if owned:
+                await client.close()
+        return stamp_sdk_version(turn, self.sdk_version)

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..adapters import get as get_adapter
-from ..adapters.base import Adapter, StreamCaps
+from ..adapters.base import StreamCaps
 from ..core.errors import UsageError
-from ..core.model import ProgressCallback, RequestMeta
-from ..core.types import ModelTurn
-from . import api_key_for, effective_timeout, missing_key, stainless_complete, stamp_sdk_version
+from . import (
+    StainlessModel,
+)
 
 __all__ = ["OpenAIModel"]
 
@@ -42,13 +41,15 @@ def _load_sdk() -> Any:
     return openai
 
 
-class OpenAIModel:
+class OpenAIModel(StainlessModel):
     """A ``ModelClient`` for ``openai-responses`` or ``openai-chat`` over the official SDK.
 
     ``base_url`` is the SDK's (it includes ``/v1``, e.g. ``http://127.0.0.1:8080/v1``); ``client``
     may be an ``openai.AsyncOpenAI`` of your own (it is used through ``with_options(max_retries=0,
     timeout=...)``); otherwise a client is made for each request, so the model works under any event
     loop (``run_sync`` starts a new one each time)."""
+
+    client_class = "AsyncOpenAI"
 
     def __init__(
         self,
@@ -63,65 +64,19 @@ class OpenAIModel:
     ) -> None:
         if api not in APIS:
             raise UsageError(f"OpenAIModel serves {', '.join(APIS)}, not {api!r}")
-        self.api = api
-        self._adapter: Adapter = get_adapter(api)
-        self.base_url = base_url
-        self._api_key = api_key
-        self.model = model
-        self.timeout_s = timeout_s
-        self.client = client
-        self.caps = caps
-        self._sdk = _load_sdk()
-        self.sdk_version = f"openai/{self._sdk.__version__}"
-
-    @property
-    def adapter(self) -> Adapter:
-        return self._adapter
+        super().__init__(
+            api,
+            _load_sdk(),
+            base_url=base_url,
+            api_key=api_key,
+            model=model,
+            timeout_s=timeout_s,
+            client=client,
+            caps=caps,
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.api!r}, base_url={self.base_url!r}, model={self.model!r})"
 
-    def _client(self, timeout: float) -> tuple[Any, bool]:
-        """(client, owned): a client with retries off and the request's timeout."""
-        if self.client is not None:
-            return self.client.with_options(max_retries=0, timeout=timeout), False
-        key = self._api_key or api_key_for(self.api)
-        if not key:
-            raise UsageError(
-                f"{self.api} needs an API key: set the environment variable {missing_key(self.api)}"
-            )
-        return self._sdk.AsyncOpenAI(
-            api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout
-        ), True
-
-    async def complete(
-        self,
-        body: dict[str, Any],
-        *,
-        stream: bool,
-        meta: RequestMeta,
-        on_progress: ProgressCallback | None = None,
-    ) -> ModelTurn:
-        if self.model and not body.get("model"):
-            body = {**body, "model": self.model}
-        name = body.get("model")
-        model = name if isinstance(name, str) else None
-        timeout = effective_timeout(meta.timeout_s, self.timeout_s)
-        client, owned = self._client(timeout)
-        try:
-            resource = client.responses if self.api == "openai-responses" else client.chat.completions
-            turn = await stainless_complete(
-                self._sdk,
-                resource,
-                self._adapter,
-                body,
-                stream=stream,
-                timeout=timeout,
-                model=model,
-                on_progress=on_progress,
-                caps=self.caps,
-            )
-        finally:
-            if owned:
-                await client.close()
-        return stamp_sdk_version(turn, self.sdk_version)
+    def _resource(self, client: Any) -> Any:
+        return client.responses if self.api == "openai-responses" else client.chat.completions
