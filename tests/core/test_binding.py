@@ -332,3 +332,58 @@ def test_verify_results_correlates_then_checks_every_binding() -> None:
 
     with pytest.raises(CorrelationError):
         verify_results(CorrelationTable(calls), envs, {("resp_1", "a"): trusted("a")})
+
+
+# --- the binding's bytes -------------------------------------------------------------------------
+
+
+def _binding_by_definition(tc: TrustedCall, result: dict[str, Any]) -> str:
+    """The binding as documented: canonical SHA-256 of this object (D10)."""
+    return canonical_sha256(
+        {
+            "v": 1,
+            "provider": tc.provider,
+            "api": tc.api,
+            "adapter_revision": tc.adapter_revision,
+            "response_id": tc.response_id,
+            "call_id": tc.call_id,
+            "tool": tc.tool,
+            "operation_id": tc.operation_id,
+            "tenant": tc.tenant,
+            "subject": tc.subject,
+            "handler": tc.handler,
+            "schema_version": tc.schema_version,
+            "policy_revision": tc.policy_revision,
+            "idempotency_key": tc.idempotency_key,
+            "effect": tc.effect,
+            "producer": tc.producer,
+            "request_sha256": request_sha256(tc.arguments_json),
+            "result_sha256": canonical_sha256(result),
+        }
+    )
+
+
+_VALID_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+@given(
+    st.fixed_dictionaries(
+        {
+            f: _VALID_TEXT
+            for f in ("response_id", "call_id", "tool", "tenant", "subject", "handler", "effect")
+        },
+        optional={"idempotency_key": st.none() | _VALID_TEXT, "arguments_json": st.none() | _VALID_TEXT},
+    )
+)
+def test_binding_bytes_are_the_canonical_json_of_the_documented_object(fields: dict[str, Any]) -> None:
+    """The field-by-field binding must equal the canonical hash of the whole object, for any text
+    (control characters, quotes, non-BMP characters) and for absent keys and arguments."""
+    tc = trusted(**fields)
+    assert compute_binding(tc, RESULT) == _binding_by_definition(tc, RESULT)
+
+
+def test_binding_of_a_lone_surrogate_is_a_canonicalization_error() -> None:
+    from callbound.core.errors import CanonicalizationError
+
+    with pytest.raises(CanonicalizationError):
+        compute_binding(trusted(tenant="bad\ud800"), RESULT)

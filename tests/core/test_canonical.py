@@ -19,6 +19,7 @@ from callbound.core.canonical import (
     canonical_bytes,
     canonical_json,
     canonical_sha256,
+    flat_record_sha256,
     format_number,
     sha256_hex,
 )
@@ -263,3 +264,21 @@ def test_output_is_parseable_and_idempotent(value: Any) -> None:
         text_value, parse_int=lambda s: int(s) if abs(int(s)) <= MAX_SAFE_INTEGER else float(s)
     )
     assert canonical_json(reparsed) == text_value
+
+
+ascii_keys = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_0123456789", min_size=1, max_size=6)
+
+
+@settings(max_examples=400)
+@given(st.dictionaries(ascii_keys, json_values, max_size=6))
+def test_flat_record_hash_equals_the_canonical_hash_of_the_object(record: dict[str, Any]) -> None:
+    """The field-by-field writer used for bindings and audit links gives the same digest as the
+    reference canonicaliser, and fails the same way where a value has no canonical form."""
+    fields = [(k, record[k]) for k in sorted(record)]
+    try:
+        reference = hashlib.sha256(rfc8785.dumps(record)).hexdigest()
+    except Exception:
+        with pytest.raises(CanonicalizationError):
+            flat_record_sha256(fields)
+        return
+    assert flat_record_sha256(fields) == reference

@@ -7,6 +7,7 @@ import inspect
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 
 import callbound as cb
 import callbound.testing as cbt
@@ -174,3 +175,18 @@ def test_plain_import_in_a_subprocess() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == ""
+
+
+def test_outcome_repr_is_a_summary_not_the_whole_history() -> None:
+    """asyncio.run formats the main task's result when it restores the SIGINT handler, so a repr that
+    printed every transition cost run_sync time proportional to the operation's length."""
+    from callbound.core.states import State
+    from callbound.core.types import Transition, Usage
+    from callbound.runtime.outcome import Outcome
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    history = tuple(Transition(State.MODEL_REQUESTED, at, "results_sent", {}) for _ in range(5000))
+    out = Outcome(State.COMPLETED, "END_TURN", "op-1", "done " * 100, (), Usage(), history)
+    text = repr(out)
+    assert len(text) < 300
+    assert "COMPLETED" in text and "'op-1'" in text and "transitions=5000" in text

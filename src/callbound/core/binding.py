@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canonical_sha256, sha256_hex
+from .canonical import canonical_sha256, flat_record_sha256, sha256_hex
 from .errors import BindingMismatch, CanonicalizationError, CorrelationError
 from .types import ResultEnvelope, ToolCall
 
@@ -67,28 +67,33 @@ def request_sha256(arguments_json: str | None) -> str:
 
 
 def compute_binding(trusted: TrustedCall, model_result: dict[str, Any], result_sha: str | None = None) -> str:
-    """``result_sha`` may be passed when the caller just hashed ``model_result`` itself."""
-    return canonical_sha256(
-        {
-            "v": 1,
-            "provider": trusted.provider,
-            "api": trusted.api,
-            "adapter_revision": trusted.adapter_revision,
-            "response_id": trusted.response_id,
-            "call_id": trusted.call_id,
-            "tool": trusted.tool,
-            "operation_id": trusted.operation_id,
-            "tenant": trusted.tenant,
-            "subject": trusted.subject,
-            "handler": trusted.handler,
-            "schema_version": trusted.schema_version,
-            "policy_revision": trusted.policy_revision,
-            "idempotency_key": trusted.idempotency_key,
-            "effect": trusted.effect,
-            "producer": trusted.producer,
-            "request_sha256": request_sha256(trusted.arguments_json),
-            "result_sha256": result_sha if result_sha is not None else canonical_sha256(model_result),
-        }
+    """``result_sha`` may be passed when the caller just hashed ``model_result`` itself.
+
+    The binding is the SHA-256 of the canonical JSON (RFC 8785) of the object below. It is written
+    out field by field, keys already in canonical order, because this runs twice per call;
+    ``tests/core/test_binding.py`` checks it against ``canonical_sha256`` of the same dict."""
+    t = trusted
+    return flat_record_sha256(
+        (
+            ("adapter_revision", t.adapter_revision),
+            ("api", t.api),
+            ("call_id", t.call_id),
+            ("effect", t.effect),
+            ("handler", t.handler),
+            ("idempotency_key", t.idempotency_key),
+            ("operation_id", t.operation_id),
+            ("policy_revision", t.policy_revision),
+            ("producer", t.producer),
+            ("provider", t.provider),
+            ("request_sha256", request_sha256(t.arguments_json)),
+            ("response_id", t.response_id),
+            ("result_sha256", result_sha if result_sha is not None else canonical_sha256(model_result)),
+            ("schema_version", t.schema_version),
+            ("subject", t.subject),
+            ("tenant", t.tenant),
+            ("tool", t.tool),
+            ("v", 1),
+        )
     )
 
 
@@ -123,11 +128,13 @@ def make_envelope(
     return ResultEnvelope(trusted.response_id, trusted.call_id, model_result, protected)
 
 
-def verify_binding(envelope: ResultEnvelope, trusted: TrustedCall) -> None:
+def verify_binding(envelope: ResultEnvelope, trusted: TrustedCall) -> str:
     """Recompute the binding from ``trusted`` and the result bytes; raise ``BindingMismatch`` on any
-    difference (constant-time comparison)."""
+    difference (constant-time comparison). Returns the SHA-256 of the result's canonical JSON, which
+    the caller needs next (progress guard, D13) and should not compute twice."""
     try:
-        expected = compute_binding(trusted, envelope.model_result)
+        result_sha = canonical_sha256(envelope.model_result)
+        expected = compute_binding(trusted, envelope.model_result, result_sha)
     except CanonicalizationError as exc:
         # Fix: an altered model_result with no canonical form (NaN, a lone surrogate) raised
         # CanonicalizationError here instead of the BindingMismatch the runner handles (D4).
@@ -140,6 +147,7 @@ def verify_binding(envelope: ResultEnvelope, trusted: TrustedCall) -> None:
             f"result for call {trusted.call_id!r} of response {trusted.response_id!r} is not bound to it; "
             "it was produced for another call or altered after it was made"
         )
+    return result_sha
 
 
 class CorrelationTable:
@@ -183,10 +191,18 @@ def verify_results(
     table: CorrelationTable, envelopes: Sequence[ResultEnvelope], trusted: dict[tuple[str, str], TrustedCall]
 ) -> list[ResultEnvelope]:
     """Correlate, then verify every binding. Order may change; identity may not."""
+    return verify_results_hashed(table, envelopes, trusted)[0]
+
+
+def verify_results_hashed(
+    table: CorrelationTable, envelopes: Sequence[ResultEnvelope], trusted: dict[tuple[str, str], TrustedCall]
+) -> tuple[list[ResultEnvelope], list[str]]:
+    """``verify_results``, also returning each result's canonical SHA-256 (in the same order)."""
     ordered = table.match(envelopes)
+    hashes = []
     for env in ordered:
         tc = trusted.get((env.response_id, env.call_id))
         if tc is None:
             raise CorrelationError(f"no trusted context for call {env.call_id!r}")
-        verify_binding(env, tc)
-    return ordered
+        hashes.append(verify_binding(env, tc))
+    return ordered, hashes

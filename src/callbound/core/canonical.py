@@ -198,3 +198,20 @@ def sha256_hex(data: bytes | str) -> str:
 def canonical_sha256(value: Any) -> str:
     """SHA-256 (hex) of the canonical JSON of ``value``."""
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def flat_record_sha256(fields: Sequence[tuple[str, Any]]) -> str:
+    """SHA-256 of the canonical JSON of the object made of ``fields``, which must be (key, value) pairs
+    already in RFC 8785 key order with ASCII keys that need no escaping. Bindings and audit links
+    hash such flat records of ids and digests on every round trip; writing them out directly skips
+    building a dict, sorting its keys and walking it. String and ``None`` values take the inline
+    path; anything else goes through ``canonical_json``, so the bytes are always the canonical ones."""
+    parts = []
+    for key, value in fields:
+        if type(value) is str:
+            parts.append(f'"{key}":{encode_basestring(value)}')
+        elif value is None:
+            parts.append(f'"{key}":null')
+        else:
+            parts.append(f'"{key}":{canonical_json(value)}')
+    return hashlib.sha256(_to_bytes("{" + ",".join(parts) + "}")).hexdigest()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from ..core.binding import CorrelationTable, verify_results
-from ..core.canonical import canonical_json, canonical_sha256
+from ..core.binding import CorrelationTable, verify_results_hashed
+from ..core.canonical import canonical_json
 from ..core.errors import (
     BindingMismatch,
     CanonicalizationError,
@@ -70,12 +70,11 @@ async def send_results(runner: Runner, op: Operation) -> None:
         )
         trusted[(rec.response_id, rec.call_id)] = trusted_for(runner, op, turn, source, spec)
     try:
-        ordered = verify_results(CorrelationTable(turn.calls), envelopes, trusted)
+        ordered, hashes = verify_results_hashed(CorrelationTable(turn.calls), envelopes, trusted)
     except (CorrelationError, BindingMismatch) as exc:
         runner._stop(op, "INTEGRITY", str(exc), target=State.FAILED, response_id=turn.response_id)
         await runner._flush(op)
         return
-    hashes = [canonical_sha256(e.model_result) for e in ordered]
     verdict = record_turn_results(op.budgets, op.spent, hashes, any(r.no_progress for r in records))
     results = [(first_call[(e.response_id, e.call_id)], e.model_result) for e in ordered]
     op.pending_journal.append(
