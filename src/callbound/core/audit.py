@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canonical_json, canonical_sha256
+from .canonical import canonical_sha256, flat_record_bytes
 from .errors import CanonicalizationError
 
 GENESIS = "0" * 64
@@ -53,12 +53,18 @@ def link_hash(
     prev_hash: str, operation_id: str, seq: int, kind: str, at: str, data: dict[str, Any], key: bytes | None
 ) -> str:
     """Hash of one link: the canonical JSON (RFC 8785) of
-    ``{"at", "data_sha256", "kind", "op", "prev", "seq"}``, written out directly because this runs for
-    every event (keys already in canonical order; strings escaped by the canonical encoder)."""
-    body = (
-        f'{{"at":{canonical_json(at)},"data_sha256":"{canonical_sha256(data)}","kind":{canonical_json(kind)},'
-        f'"op":{canonical_json(operation_id)},"prev":{canonical_json(prev_hash)},"seq":{canonical_json(seq)}}}'
-    ).encode()
+    ``{"at", "data_sha256", "kind", "op", "prev", "seq"}``, written out field by field because this
+    runs for every commit (keys listed in canonical order)."""
+    body = flat_record_bytes(
+        (
+            ("at", at),
+            ("data_sha256", canonical_sha256(data)),
+            ("kind", kind),
+            ("op", operation_id),
+            ("prev", prev_hash),
+            ("seq", seq),
+        )
+    )
     if key:
         return hmac.new(key, body, hashlib.sha256).hexdigest()
     return hashlib.sha256(body).hexdigest()

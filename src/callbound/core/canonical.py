@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
-from json.encoder import encode_basestring
+from collections.abc import Iterable, Mapping, Sequence
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from .errors import CanonicalizationError
@@ -116,9 +116,30 @@ def _encode(value: Any, out: list[str]) -> None:
 
 
 _MIN_SAFE = -MAX_SAFE_INTEGER
-_dumps = json.JSONEncoder(
-    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False, check_circular=False
-).encode
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+# The stdlib's C encoder, built once with the settings of
+# ``json.dumps(ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False,
+# check_circular=False)``. ``JSONEncoder.encode`` builds a new one on every call, which cost more than
+# encoding the small objects hashed on every round trip. ``_fast_ok`` has already checked the value,
+# so ``_not_json`` is never reached from here.
+if c_make_encoder is not None:
+    _c_encode = c_make_encoder(None, _not_json, encode_basestring, None, ":", ",", True, False, False)
+
+    def _dumps(value: Any) -> str:
+        return "".join(_c_encode(value, 0))
+
+else:  # pragma: no cover - an interpreter without the _json accelerator
+    _py_encoder = json.JSONEncoder(
+        ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False, check_circular=False
+    )
+
+    def _dumps(value: Any) -> str:
+        return _py_encoder.encode(value)
 
 
 def _bmp_key(key: str) -> bool:
@@ -200,12 +221,12 @@ def canonical_sha256(value: Any) -> str:
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
 
 
-def flat_record_sha256(fields: Sequence[tuple[str, Any]]) -> str:
-    """SHA-256 of the canonical JSON of the object made of ``fields``, which must be (key, value) pairs
-    already in RFC 8785 key order with ASCII keys that need no escaping. Bindings and audit links
-    hash such flat records of ids and digests on every round trip; writing them out directly skips
-    building a dict, sorting its keys and walking it. String and ``None`` values take the inline
-    path; anything else goes through ``canonical_json``, so the bytes are always the canonical ones."""
+def flat_record_bytes(fields: Iterable[tuple[str, Any]]) -> bytes:
+    """The canonical JSON (RFC 8785) of the object made of ``fields``: (key, value) pairs already in
+    RFC 8785 key order, with ASCII keys that need no escaping. Bindings and audit links are such flat
+    records of ids and digests, made on every round trip; writing them out directly skips building a
+    dict, sorting its keys and walking it. String and ``None`` values take the inline path; anything
+    else goes through ``canonical_json``, so the bytes are always the canonical ones."""
     parts = []
     for key, value in fields:
         if type(value) is str:
@@ -214,4 +235,9 @@ def flat_record_sha256(fields: Sequence[tuple[str, Any]]) -> str:
             parts.append(f'"{key}":null')
         else:
             parts.append(f'"{key}":{canonical_json(value)}')
-    return hashlib.sha256(_to_bytes("{" + ",".join(parts) + "}")).hexdigest()
+    return _to_bytes("{" + ",".join(parts) + "}")
+
+
+def flat_record_sha256(fields: Iterable[tuple[str, Any]]) -> str:
+    """SHA-256 (hex) of ``flat_record_bytes(fields)``."""
+    return hashlib.sha256(flat_record_bytes(fields)).hexdigest()

@@ -140,6 +140,10 @@ class Operation:
     pending_audit_items: list[dict[str, Any]] = field(default_factory=list)
     audit_key: bytes | None = None
     _budgets_cache: tuple[Budgets, dict[str, Any]] | None = None
+    # ISO texts the head repeats on every commit: created_at never changes, and the last transition's
+    # time was already formatted for its journal row.
+    _created_iso: str | None = None
+    _updated_iso: str | None = None
     created: bool = False
 
     @property
@@ -150,12 +154,18 @@ class Operation:
         self, target: State, at: datetime, cause: str, audit_key: bytes | None, **details: Any
     ) -> Transition:
         t = self.machine.move(target, at, cause, **details)
-        self.pending_journal.append(JournalRow("transition", t.to_dict()))
-        self.audit(at, "transition", {"state": target.value, "cause": cause, **details}, audit_key)
+        row = t.to_dict()
+        self._updated_iso = row["at"]
+        self.pending_journal.append(JournalRow("transition", row))
+        self.audit(at, "transition", {"state": target.value, "cause": cause, **details}, audit_key, row["at"])
         return t
 
-    def audit(self, at: datetime, kind: str, data: dict[str, Any], key: bytes | None) -> None:
-        self.pending_audit_items.append({"kind": kind, "at": at.isoformat(), "data": data})
+    def audit(
+        self, at: datetime, kind: str, data: dict[str, Any], key: bytes | None, at_iso: str | None = None
+    ) -> None:
+        self.pending_audit_items.append(
+            {"kind": kind, "at": at_iso if at_iso is not None else at.isoformat(), "data": data}
+        )
         self.audit_key = key
 
     def _seal_audit(self) -> None:
@@ -181,7 +191,7 @@ class Operation:
             "tenant": self.tenant,
             "subject": self.subject,
             "api": self.api,
-            "created_at": self.created_at.isoformat(),
+            "created_at": self._created_at_iso(),
             "state": self.machine.state.value,
             "reason": self.reason,
             "text": self.text,
@@ -202,8 +212,18 @@ class Operation:
             "escalation": self.escalation,
             "fence": self.fence,
             "commits": self.commits,
-            "updated_at": self.machine.history[-1].at.isoformat() if self.machine.history else None,
+            "updated_at": self._updated_at_iso(),
         }
+
+    def _created_at_iso(self) -> str:
+        if self._created_iso is None:
+            self._created_iso = self.created_at.isoformat()
+        return self._created_iso
+
+    def _updated_at_iso(self) -> str | None:
+        if self._updated_iso is None and self.machine.history:
+            self._updated_iso = self.machine.history[-1].at.isoformat()
+        return self._updated_iso
 
     def _budgets_dict(self) -> dict[str, Any]:
         # Budgets are frozen: serialise once, not on every commit.
