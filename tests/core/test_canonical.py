@@ -19,6 +19,7 @@ from callbound.core.canonical import (
     canonical_bytes,
     canonical_json,
     canonical_sha256,
+    canonical_sha256_str_keys,
     flat_record_sha256,
     format_number,
     sha256_hex,
@@ -282,3 +283,52 @@ def test_flat_record_hash_equals_the_canonical_hash_of_the_object(record: dict[s
             flat_record_sha256(fields)
         return
     assert flat_record_sha256(fields) == reference
+
+
+str_key_values = st.recursive(
+    scalars,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=600)
+@given(str_key_values)
+def test_str_keys_hash_equals_the_reference(value: Any) -> None:
+    """The check-the-text path for callbound's own records gives the reference digest, or the same
+    error, for every value with string keys (floats, big integers, astral keys, lone surrogates)."""
+    try:
+        reference = hashlib.sha256(rfc8785.dumps(value)).hexdigest()
+    except Exception:
+        with pytest.raises(CanonicalizationError):
+            canonical_sha256_str_keys(value)
+        return
+    assert canonical_sha256_str_keys(value) == reference
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": 1.5},
+        {"a": [1e-07]},
+        {"a": 1e16},
+        {"a": 2**53},
+        {"a": -(2**60)},
+        {"\U0001f600": 1, "\ufb01": 2},
+        1.0,
+        [10**20],
+        {"s": "x:1.5"},
+    ],
+)
+def test_str_keys_hash_takes_the_exact_path_where_the_c_encoder_differs(value: Any) -> None:
+    def outcome(f: Any) -> str:
+        try:
+            return str(f(value))
+        except CanonicalizationError:
+            return "error"
+
+    assert outcome(canonical_sha256_str_keys) == outcome(canonical_sha256)
+    if value in ({"a": 2**53}, {"a": -(2**60)}, [10**20]):
+        assert outcome(canonical_sha256) == "error"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canonical_sha256, flat_record_bytes
+from .canonical import canonical_sha256_str_keys, flat_record_bytes
 from .errors import CanonicalizationError
 
 GENESIS = "0" * 64
@@ -58,7 +58,7 @@ def link_hash(
     body = flat_record_bytes(
         (
             ("at", at),
-            ("data_sha256", canonical_sha256(data)),
+            ("data_sha256", canonical_sha256_str_keys(data)),
             ("kind", kind),
             ("op", operation_id),
             ("prev", prev_hash),

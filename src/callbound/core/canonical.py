@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
@@ -221,6 +222,30 @@ def canonical_sha256(value: Any) -> str:
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
 
 
+# In the C encoder's output, every float (``1.5``, ``1e-07``, ``1e+16``) and every integer of 16 or more
+# digits (possibly beyond ±(2^53-1)) starts right after ``:``, ``,`` or ``[`` (or at the start). A match
+# inside a string is a false alarm, which only costs the exact path.
+_NUMBER_RISK = re.compile(r"(?:^|[:,\[])-?\d+[.eE]|(?:^|[:,\[])-?\d{16}")
+# Code-point order equals UTF-16 order unless a text has characters beyond the BMP.
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def canonical_sha256_str_keys(value: Any) -> str:
+    """``canonical_sha256`` for a value whose object keys are all ``str`` — callbound's own records
+    (audit entries), never data from a model or a tool. Instead of walking the value first, it lets
+    the C encoder write it and checks the text: with string keys, that text is the RFC 8785 one unless
+    it has a float, a big integer or a character beyond the BMP, and those send it to the exact path.
+    (The walk is what catches non-string keys, which the C encoder would silently turn into strings;
+    hence the precondition.)"""
+    try:
+        text = _dumps(value)
+    except (TypeError, ValueError):  # not JSON, or NaN/Infinity: the exact path says why
+        return canonical_sha256(value)
+    if _NUMBER_RISK.search(text) or (not text.isascii() and _ASTRAL.search(text)):
+        return canonical_sha256(value)
+    return hashlib.sha256(_to_bytes(text)).hexdigest()
+
+
 def flat_record_bytes(fields: Iterable[tuple[str, Any]]) -> bytes:
     """The canonical JSON (RFC 8785) of the object made of ``fields``: (key, value) pairs already in
     RFC 8785 key order, with ASCII keys that need no escaping. Bindings and audit links are such flat
@@ -229,8 +254,11 @@ def flat_record_bytes(fields: Iterable[tuple[str, Any]]) -> bytes:
     else goes through ``canonical_json``, so the bytes are always the canonical ones."""
     parts = []
     for key, value in fields:
-        if type(value) is str:
+        t = type(value)
+        if t is str:
             parts.append(f'"{key}":{encode_basestring(value)}')
+        elif t is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            parts.append(f'"{key}":{value}')
         elif value is None:
             parts.append(f'"{key}":null')
         else:
