@@ -332,3 +332,25 @@ def test_str_keys_hash_takes_the_exact_path_where_the_c_encoder_differs(value: A
     assert outcome(canonical_sha256_str_keys) == outcome(canonical_sha256)
     if value in ({"a": 2**53}, {"a": -(2**60)}, [10**20]):
         assert outcome(canonical_sha256) == "error"
+
+
+def test_str_keys_hash_of_an_audit_like_record_needs_no_exact_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ISO times and ids must not look like floats, or every audit link takes the slow path."""
+    import callbound.core.canonical as canonical
+
+    record = {
+        "events": [
+            {
+                "kind": "transition",
+                "at": "2026-11-30T01:34:06.123456+00:00",
+                "data": {"seq": 3, "ids": ["a:1"]},
+            }
+        ]
+    }
+    expected = canonical_sha256(record)
+
+    def no_exact_path(value: Any) -> str:
+        raise AssertionError("took the exact path")
+
+    monkeypatch.setattr(canonical, "canonical_sha256", no_exact_path)
+    assert canonical_sha256_str_keys(record) == expected

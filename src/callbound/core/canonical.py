@@ -222,10 +222,13 @@ def canonical_sha256(value: Any) -> str:
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
 
 
-# In the C encoder's output, every float (``1.5``, ``1e-07``, ``1e+16``) and every integer of 16 or more
-# digits (possibly beyond ±(2^53-1)) starts right after ``:``, ``,`` or ``[`` (or at the start). A match
-# inside a string is a false alarm, which only costs the exact path.
-_NUMBER_RISK = re.compile(r"(?:^|[:,\[])-?\d+[.eE]|(?:^|[:,\[])-?\d{16}")
+# In the C encoder's output every float (``1.5``, ``1e-07``, ``1.5e+16``) and every integer of 16 or more
+# digits (possibly beyond ±(2^53-1)) inside a container is a token right after ``:``, ``,`` or ``[`` and
+# right before ``,``, ``]`` or ``}``; a number at the top level is the whole text. A match inside a
+# string is a false alarm that only costs the exact path; ISO times (``01:34:06.123+00:00``) do not
+# match.
+_NUMBER_RISK = re.compile(r"[:,\[]-?(?:\d+\.\d+(?:e[+-]\d+)?|\d+e[+-]\d+|\d{16,})[,\]}]")
+_NUMBER_START = frozenset("-0123456789")
 # Code-point order equals UTF-16 order unless a text has characters beyond the BMP.
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
@@ -241,7 +244,11 @@ def canonical_sha256_str_keys(value: Any) -> str:
         text = _dumps(value)
     except (TypeError, ValueError):  # not JSON, or NaN/Infinity: the exact path says why
         return canonical_sha256(value)
-    if _NUMBER_RISK.search(text) or (not text.isascii() and _ASTRAL.search(text)):
+    if (
+        text[:1] in _NUMBER_START
+        or _NUMBER_RISK.search(text)
+        or (not text.isascii() and _ASTRAL.search(text))
+    ):
         return canonical_sha256(value)
     return hashlib.sha256(_to_bytes(text)).hexdigest()
 
