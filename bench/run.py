@@ -215,6 +215,9 @@ def section_loops(cfg: Config, rep: Report) -> None:
                     "rss_mb": d["rss_mb"],
                     "runs": len(d["samples_s"]),
                 }
+    hop = run_worker("thread_hop", {"batches": 3 if cfg.quick else 7})
+    if hop.ok:
+        rep.results["thread_hop_us"] = hop.data["hop_us"]
     tables = []
     for par in cfg.loop_pars:
         t = Table(
@@ -781,8 +784,8 @@ def targets(cfg: Config, rep: Report) -> Table:
     R["missed"] = missed
     group = {"key": ""}
 
-    def row(name: str, measured: str, ok: bool | None) -> None:
-        t.add(name, measured, "not measured" if ok is None else ("met" if ok else "**not met**"))
+    def row(name: str, measured: str, ok: bool | None, status: str | None = None) -> None:
+        t.add(name, measured, status or ("not measured" if ok is None else ("met" if ok else "**not met**")))
         if ok is False:
             missed.add(group["key"])
 
@@ -801,11 +804,19 @@ def targets(cfg: Config, rep: Report) -> Table:
         pass
     elif own is not None and total is not None:
         row(
-            f"in-memory round trip at {at} ≤ 100 µs (callbound's own work, stateless replay)",
+            f"in-memory round trip at {at} ≤ 100 µs (callbound's own work, stateless replay; sync handler, "
+            "so a worker-thread hop per call)",
             f"{own:.1f} µs ({own / 100:.2f}× the target); with wire json.dumps {total:.1f} µs; "
             f"previous_response_id {fmt(get('callbound-prev-id', nmax, 'own_us'))} µs",
             own <= 100,
         )
+        own_async = get("callbound-async-handler", nmax, "own_us")
+        if own_async is not None:
+            row(
+                f"in-memory round trip at {at} ≤ 100 µs, async handler (no thread hop)",
+                f"{own_async:.1f} µs ({own_async / 100:.2f}× the target)",
+                own_async <= 100,
+            )
     else:
         row(f"in-memory round trip at {at} ≤ 100 µs", "-", None)
     d = get("dict-sha256", nmax, "own_us")
@@ -926,10 +937,12 @@ def targets(cfg: Config, rep: Report) -> Table:
             cbi / pyd <= 1.5,
         )
         f1, f2 = imp["callbound-first"], imp["pydantic-first"]
+        # The issue sets no target here ("also report import + first use"); reported beside pydantic's.
         row(
-            "import + first use ≤ 350 ms and ≤ 1.5× pydantic's (one-turn run vs define + validate)",
+            "import + first use (one-turn run vs pydantic's define + validate)",
             f"{f1:.0f} ms, {f1 / f2:.2f}× ({f2:.0f} ms)",
-            f1 <= 350 and f1 / f2 <= 1.5,
+            None,
+            "reported (no target)",
         )
     p = R.get("paused", {}).get("sqlite")
     group["key"] = "paused"
@@ -992,6 +1005,13 @@ def bounds_text(cfg: Config, rep: Report, prof: dict[str, Any]) -> list[str]:
             text += (
                 f" With an async handler (no worker thread) it is {asy['own_us']:.0f} µs: the thread hop that "
                 f"gives sync handlers a timeout costs about {cbl['own_us'] - asy['own_us']:.0f} µs."
+            )
+        hop_us = R.get("thread_hop_us")
+        if hop_us is not None:
+            text += (
+                f" On this machine a bare `await loop.run_in_executor(pool, noop)` takes {hop_us:.0f} µs (median of "
+                "batches of 1,000, same run): two cross-thread wake-ups, which the issue's design requires for sync "
+                "handlers (they run in worker threads so a timeout can leave them running, D16)."
             )
         if cbl.get("wire_us"):
             text += (

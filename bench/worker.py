@@ -203,6 +203,34 @@ def task_firstuse(p: dict[str, Any]) -> dict[str, Any]:
     return {"elapsed_s": time.perf_counter() - t0}
 
 
+def task_thread_hop(p: dict[str, Any]) -> dict[str, Any]:
+    """The bare cost of what callbound does per sync handler call: hand a no-op function to a thread
+    pool from the event loop and await it (median µs per hop over batches)."""
+    import asyncio
+    import concurrent.futures
+    import statistics
+
+    def noop() -> int:
+        return 1
+
+    async def measure() -> list[float]:
+        loop = asyncio.get_running_loop()
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
+        for _ in range(200):
+            await loop.run_in_executor(pool, noop)
+        batches = []
+        for _ in range(p.get("batches", 7)):
+            t0 = time.perf_counter()
+            for _ in range(1000):
+                await loop.run_in_executor(pool, noop)
+            batches.append((time.perf_counter() - t0) / 1000 * 1e6)
+        pool.shutdown()
+        return batches
+
+    batches = asyncio.run(measure())
+    return {"hop_us": statistics.median(batches), "batches_us": batches}
+
+
 def task_paused(p: dict[str, Any]) -> dict[str, Any]:
     import paused
 
@@ -218,6 +246,7 @@ TASKS = {
     "stream_profile": task_stream_profile,
     "firstuse": task_firstuse,
     "paused": task_paused,
+    "thread_hop": task_thread_hop,
 }
 
 

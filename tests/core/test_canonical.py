@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from callbound.core.canonical import (
     MAX_SAFE_INTEGER,
+    FlatRecord,
     canonical_bytes,
     canonical_json,
     canonical_sha256,
@@ -354,3 +355,23 @@ def test_str_keys_hash_of_an_audit_like_record_needs_no_exact_path(monkeypatch: 
 
     monkeypatch.setattr(canonical, "canonical_sha256", no_exact_path)
     assert canonical_sha256_str_keys(record) == expected
+
+
+@settings(max_examples=300)
+@given(st.lists(json_values, min_size=3, max_size=3))
+def test_flat_record_class_equals_the_canonical_object(values: list[Any]) -> None:
+    rec = FlatRecord(("a", "b_1", "seq"))
+    record = dict(zip(rec.keys, values, strict=True))
+    try:
+        reference = rfc8785.dumps(record)
+    except Exception:
+        with pytest.raises(CanonicalizationError):
+            rec.encode(values)
+        return
+    assert rec.encode(values) == reference
+
+
+@pytest.mark.parametrize("keys", [("b", "a"), ("a", "a"), ("é",), ('a"',)])
+def test_flat_record_refuses_keys_it_cannot_write_verbatim(keys: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError):
+        FlatRecord(keys)

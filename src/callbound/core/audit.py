@@ -15,10 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canonical_sha256_str_keys, flat_record_bytes
+from .canonical import FlatRecord, canonical_sha256_str_keys
 from .errors import CanonicalizationError
 
 GENESIS = "0" * 64
+# A link's hashed object, keys in canonical order.
+_LINK = FlatRecord(("at", "data_sha256", "kind", "op", "prev", "seq"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,16 +57,7 @@ def link_hash(
     """Hash of one link: the canonical JSON (RFC 8785) of
     ``{"at", "data_sha256", "kind", "op", "prev", "seq"}``, written out field by field because this
     runs for every commit (keys listed in canonical order)."""
-    body = flat_record_bytes(
-        (
-            ("at", at),
-            ("data_sha256", canonical_sha256_str_keys(data)),
-            ("kind", kind),
-            ("op", operation_id),
-            ("prev", prev_hash),
-            ("seq", seq),
-        )
-    )
+    body = _LINK.encode((at, canonical_sha256_str_keys(data), kind, operation_id, prev_hash, seq))
     if key:
         return hmac.new(key, body, hashlib.sha256).hexdigest()
     return hashlib.sha256(body).hexdigest()

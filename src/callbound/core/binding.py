@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canonical_sha256, flat_record_sha256, sha256_hex
+from .canonical import FlatRecord, canonical_sha256, sha256_hex
 from .errors import BindingMismatch, CanonicalizationError, CorrelationError
 from .types import ResultEnvelope, ToolCall
 
@@ -66,33 +66,58 @@ def request_sha256(arguments_json: str | None) -> str:
     return sha256_hex(arguments_json if arguments_json is not None else "null")
 
 
+# The binding object's keys in canonical (RFC 8785) order; compute_binding passes values in this order.
+_BINDING = FlatRecord(
+    (
+        "adapter_revision",
+        "api",
+        "call_id",
+        "effect",
+        "handler",
+        "idempotency_key",
+        "operation_id",
+        "policy_revision",
+        "producer",
+        "provider",
+        "request_sha256",
+        "response_id",
+        "result_sha256",
+        "schema_version",
+        "subject",
+        "tenant",
+        "tool",
+        "v",
+    )
+)
+
+
 def compute_binding(trusted: TrustedCall, model_result: dict[str, Any], result_sha: str | None = None) -> str:
     """``result_sha`` may be passed when the caller just hashed ``model_result`` itself.
 
-    The binding is the SHA-256 of the canonical JSON (RFC 8785) of the object below. It is written
-    out field by field, keys already in canonical order, because this runs twice per call;
+    The binding is the SHA-256 of the canonical JSON (RFC 8785) of the object with the keys of
+    ``_BINDING``. It is written out field by field because this runs twice per call;
     ``tests/core/test_binding.py`` checks it against ``canonical_sha256`` of the same dict."""
     t = trusted
-    return flat_record_sha256(
+    return _BINDING.sha256(
         (
-            ("adapter_revision", t.adapter_revision),
-            ("api", t.api),
-            ("call_id", t.call_id),
-            ("effect", t.effect),
-            ("handler", t.handler),
-            ("idempotency_key", t.idempotency_key),
-            ("operation_id", t.operation_id),
-            ("policy_revision", t.policy_revision),
-            ("producer", t.producer),
-            ("provider", t.provider),
-            ("request_sha256", request_sha256(t.arguments_json)),
-            ("response_id", t.response_id),
-            ("result_sha256", result_sha if result_sha is not None else canonical_sha256(model_result)),
-            ("schema_version", t.schema_version),
-            ("subject", t.subject),
-            ("tenant", t.tenant),
-            ("tool", t.tool),
-            ("v", 1),
+            t.adapter_revision,
+            t.api,
+            t.call_id,
+            t.effect,
+            t.handler,
+            t.idempotency_key,
+            t.operation_id,
+            t.policy_revision,
+            t.producer,
+            t.provider,
+            request_sha256(t.arguments_json),
+            t.response_id,
+            result_sha if result_sha is not None else canonical_sha256(model_result),
+            t.schema_version,
+            t.subject,
+            t.tenant,
+            t.tool,
+            1,
         )
     )
 

@@ -255,24 +255,52 @@ def canonical_sha256_str_keys(value: Any) -> str:
 
 def flat_record_bytes(fields: Iterable[tuple[str, Any]]) -> bytes:
     """The canonical JSON (RFC 8785) of the object made of ``fields``: (key, value) pairs already in
-    RFC 8785 key order, with ASCII keys that need no escaping. Bindings and audit links are such flat
-    records of ids and digests, made on every round trip; writing them out directly skips building a
-    dict, sorting its keys and walking it. String and ``None`` values take the inline path; anything
-    else goes through ``canonical_json``, so the bytes are always the canonical ones."""
-    parts = []
-    for key, value in fields:
-        t = type(value)
-        if t is str:
-            parts.append(f'"{key}":{encode_basestring(value)}')
-        elif t is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            parts.append(f'"{key}":{value}')
-        elif value is None:
-            parts.append(f'"{key}":null')
-        else:
-            parts.append(f'"{key}":{canonical_json(value)}')
-    return _to_bytes("{" + ",".join(parts) + "}")
+    RFC 8785 key order, with plain ASCII keys. Bindings and audit links are such flat records of ids
+    and digests, made on every round trip; writing them out directly skips building a dict, sorting
+    its keys and walking it. Hot paths keep a ``FlatRecord`` for their fixed keys instead."""
+    pairs = list(fields)
+    return FlatRecord([k for k, _ in pairs]).encode([v for _, v in pairs])
 
 
 def flat_record_sha256(fields: Iterable[tuple[str, Any]]) -> str:
     """SHA-256 (hex) of ``flat_record_bytes(fields)``."""
     return hashlib.sha256(flat_record_bytes(fields)).hexdigest()
+
+
+class FlatRecord:
+    """A flat record with fixed keys (a binding, an audit link): each key's ``{"key":`` / ``,"key":``
+    prefix is written once, at import. String, safe-integer and ``None`` values are written inline;
+    anything else goes through ``canonical_json``, so the bytes are always the canonical ones."""
+
+    __slots__ = ("_prefixes", "keys")
+
+    def __init__(self, keys: Sequence[str]) -> None:
+        keys = tuple(keys)
+        plain = all(k.isascii() and encode_basestring(k) == f'"{k}"' for k in keys)
+        if not plain or list(keys) != sorted(set(keys)):
+            raise ValueError("FlatRecord keys must be distinct plain ASCII names in sorted order")
+        self.keys = keys
+        self._prefixes = tuple(("{" if i == 0 else ",") + f'"{k}":' for i, k in enumerate(keys))
+
+    def encode(self, values: Sequence[Any]) -> bytes:
+        """Canonical JSON of ``dict(zip(self.keys, values))``."""
+        if len(values) != len(self._prefixes):
+            raise ValueError(f"expected {len(self._prefixes)} values, got {len(values)}")
+        if not values:
+            return b"{}"
+        parts = []
+        for prefix, value in zip(self._prefixes, values, strict=True):
+            t = type(value)
+            if t is str:
+                parts.append(prefix + encode_basestring(value))
+            elif t is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                parts.append(f"{prefix}{value}")
+            elif value is None:
+                parts.append(prefix + "null")
+            else:
+                parts.append(prefix + canonical_json(value))
+        parts.append("}")
+        return _to_bytes("".join(parts))
+
+    def sha256(self, values: Sequence[Any]) -> str:
+        return hashlib.sha256(self.encode(values)).hexdigest()

@@ -58,7 +58,9 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
             item.call.call_id,
             item.call.name,
             PLANNED,
-            call_arguments_json(item.call),
+            # dispatch already wrote the canonical arguments it validated; the same text as
+            # call_arguments_json(call), which re-encodes only where dispatch stopped before that
+            item.arguments_json if item.arguments_json is not None else call_arguments_json(item.call),
         )
         records.append(rec)
         if isinstance(item, Reject):
