@@ -99,16 +99,26 @@ class Backend:
         self.opened.clear()
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def sqlite_without_returning(path: Path) -> Any:
+    """A SQLiteStore that commits with the statements it uses on SQLite before 3.35 (no RETURNING)."""
+    from callbound.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(path)
+    store._returning = False
+    return store
+
+
+@pytest.fixture(params=["memory", "sqlite", "sqlite-no-returning", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param == "memory":
         memory = MemoryStore()
         yield Backend("memory", False, lambda: memory)
-    elif request.param == "sqlite":
+    elif request.param in ("sqlite", "sqlite-no-returning"):
         from callbound.stores.sqlite import SQLiteStore
 
         path = tmp_path / "callbound.db"
-        b = Backend("sqlite", True, lambda: SQLiteStore(path))
+        opener = SQLiteStore if request.param == "sqlite" else sqlite_without_returning
+        b = Backend(request.param, True, lambda: opener(path))
         yield b
         b.close_all()
     else:

@@ -350,8 +350,16 @@ def test_concurrent_decisions_exactly_one_wins(backend: Backend) -> None:
 # ---- atomicity and durability --------------------------------------------------------------------
 
 
+def _cycle() -> list[Any]:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    return cycle
+
+
 @pytest.mark.parametrize(
-    "bad", [object(), float("nan"), float("inf"), {1j: 2}], ids=["object", "nan", "inf", "key"]
+    "bad",
+    [object(), float("nan"), float("inf"), {1j: 2}, _cycle()],
+    ids=["object", "nan", "inf", "key", "cycle"],
 )
 def test_unstorable_data_is_a_store_error_and_writes_nothing(backend: Backend, bad: Any) -> None:
     if not backend.durable:
@@ -359,7 +367,7 @@ def test_unstorable_data_is_a_store_error_and_writes_nothing(backend: Backend, b
     store = backend.open()
     create(store, "op1")
     before = snapshot(store, "op1")
-    with pytest.raises(StoreError, match="not plain JSON"):
+    with pytest.raises(StoreError, match="cannot store a 'x' journal row of op1: it is not plain JSON"):
         store.commit(
             Commit(
                 "op1",

@@ -33,6 +33,7 @@ from .schema import (
     POSTGRES_MIGRATIONS,
     check_migrations,
     dumps,
+    encode_commit,
     newer_than_code,
     utc,
     with_fence,
@@ -104,7 +105,7 @@ _RELEASE = (
 )
 
 
-def _approval_row(a: PendingApproval) -> tuple[Any, ...]:
+def _approval_row(a: PendingApproval, data: str | None = None) -> tuple[Any, ...]:
     return (
         a.approval_id,
         a.operation_id,
@@ -112,7 +113,7 @@ def _approval_row(a: PendingApproval) -> tuple[Any, ...]:
         a.status,
         utc(a.created_at),
         utc(a.expires_at),
-        dumps(a.to_dict(), f"approval {a.approval_id}"),
+        dumps(a.to_dict(), f"approval {a.approval_id}") if data is None else data,
     )
 
 
@@ -235,27 +236,17 @@ class PostgresStore:
     def commit(self, commit: Commit) -> None:
         op = commit.operation_id
         head = commit.head
-        head_json = dumps(head, f"the head of operation {op}")
-        journal = [
-            (row.kind, dumps(row.data, f"a {row.kind!r} journal row of {op}")) for row in commit.journal
-        ]
+        head_json, journal_data, audit_data, ledger_data, approval_data = encode_commit(commit)
+        n_journal = len(journal_data)
         audit = [
-            (
-                op,
-                ev.seq,
-                ev.kind,
-                ev.at,
-                dumps(ev.data, f"audit event {ev.seq} of {op}"),
-                ev.prev_hash,
-                ev.hash,
-            )
-            for ev in commit.audit
+            (op, ev.seq, ev.kind, ev.at, data, ev.prev_hash, ev.hash)
+            for ev, data in zip(commit.audit, audit_data, strict=True)
         ]
         ledger = [
-            (e.tenant, e.key, e.operation_id, e.status.value, dumps(e.to_dict(), f"ledger entry {e.key}"))
-            for e in commit.ledger
+            (e.tenant, e.key, e.operation_id, e.status.value, data)
+            for e, data in zip(commit.ledger, ledger_data, strict=True)
         ]
-        approvals = [_approval_row(a) for a in commit.approvals]
+        approvals = [_approval_row(a, d) for a, d in zip(commit.approvals, approval_data, strict=True)]
         first_seq = commit.audit[0].seq if commit.audit else None
         consecutive = all(ev.seq == (first_seq or 0) + i for i, ev in enumerate(commit.audit))
         fence = head.get("fence")
@@ -269,7 +260,7 @@ class PostgresStore:
                     latest = {a[0]: a for a in approvals}.values()  # the last write of an approval wins
                     wake = min((a[5] for a in latest if a[1] == op and a[3] == "pending"), default=None)
                     cur = conn.execute(
-                        _INSERT_OP, (op, *columns, head_json, len(journal), len(audit), fence, wake)
+                        _INSERT_OP, (op, *columns, head_json, n_journal, len(audit), fence, wake)
                     )
                     if cur.rowcount != 1:
                         raise StoreError(f"operation {op} already exists")
@@ -280,16 +271,25 @@ class PostgresStore:
                     if consecutive:
                         row = conn.execute(
                             _UPDATE_OP,
-                            (*columns, head_json, len(journal), len(audit), fence, op, *guards),
+                            (*columns, head_json, n_journal, len(audit), fence, op, *guards),
                         ).fetchone()
                     if row is None:
                         self._refuse(conn, commit)
-                    start = int(row[0]) - len(journal)
-                if journal or audit or ledger or approvals:
+                    start = int(row[0]) - n_journal
+                if journal_data or audit or ledger or approvals:
                     with conn.pipeline(), conn.cursor() as cur:
-                        if journal:
+                        if journal_data:
                             cur.executemany(
-                                _INSERT_JOURNAL, [(op, start + i, k, d) for i, (k, d) in enumerate(journal)]
+                                _INSERT_JOURNAL,
+                                [
+                                    (op, pos, r.kind, d)
+                                    for pos, r, d in zip(
+                                        range(start, start + n_journal),
+                                        commit.journal,
+                                        journal_data,
+                                        strict=True,
+                                    )
+                                ],
                             )
                         if audit:
                             cur.executemany(_INSERT_AUDIT, audit)

@@ -39,6 +39,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..core.errors import StoreError
+from .base import Commit
 
 DB_SCHEMA_VERSION = 1
 META_KEY = "db_schema_version"
@@ -226,19 +227,89 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
+# One encoder for every document: compact, ``ensure_ascii=False``, no NaN or infinities. Circular
+# references are not tracked (the runtime's documents are trees; a cycle, or nesting too deep for
+# the stack, ends as RecursionError, refused like any other unstorable value).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False)
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False, check_circular=False)
+UNSTORABLE = (TypeError, ValueError, RecursionError)
+
+
+def _c_encode() -> Callable[[object], str] | None:
+    """``_ENCODER.encode`` without its per-call set-up: the C encoder ``JSONEncoder.encode`` itself
+    builds on every call (same arguments), built once. None when this Python has no C encoder or it
+    does not produce exactly ``_ENCODER``'s text."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has it
+        return None
+    try:
+        iterencode = make(
+            None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+        )
+        join = "".join
+
+        def encode(value: object) -> str:
+            return join(iterencode(value, 0))
+
+        probe = {"a": [1, -2.5, 1e300, None, True, False, 'é\x00\u2028"\\'], "b": {"c": {}, "d": []}, "e": ""}
+        if encode(probe) != _ENCODER.encode(probe) or encode("x") != _ENCODER.encode("x"):
+            return None  # pragma: no cover - a Python whose C encoder changed
+    except Exception:  # pragma: no cover - a Python whose C encoder changed
+        return None
+    return encode
+
+
+_encode: Callable[[object], str] = _c_encode() or _ENCODER.encode
+
+
+def encode(value: object) -> str:
+    """Compact JSON text of ``value`` (``dumps`` without the message): raises one of ``UNSTORABLE``
+    for a value JSON cannot hold. Text that UTF-8 cannot carry (lone surrogates) is written with
+    ASCII escapes instead."""
+    text = _encode(value)
+    if not text.isascii():  # O(1) for str; only non-ASCII text can hold a lone surrogate
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = _ASCII_ENCODER.encode(value)
+    return text
+
+
 def dumps(value: object, what: str) -> str:
     """Compact JSON text; a value JSON cannot hold (NaN and infinities included, as in canonical
     JSON) is a StoreError that names the part. Text that UTF-8 cannot carry (lone surrogates) is
     written with ASCII escapes instead."""
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            text = json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        return encode(value)
+    except UNSTORABLE as exc:
         raise StoreError(f"cannot store {what}: it is not plain JSON data ({exc})") from exc
-    return text
+
+
+def encode_commit(commit: Commit) -> tuple[str, list[str], list[str], list[str], list[str]]:
+    """The documents of one commit, in one pass: the head, then the data of each journal row, audit
+    event, ledger entry and approval. A part JSON cannot hold is a StoreError that names it (the
+    first such part, in that order); the names are built only then."""
+    try:
+        return (
+            encode(commit.head),
+            [encode(row.data) for row in commit.journal],
+            [encode(ev.data) for ev in commit.audit],
+            [encode(e.to_dict()) for e in commit.ledger],
+            [encode(a.to_dict()) for a in commit.approvals],
+        )
+    except UNSTORABLE:
+        pass
+    op = commit.operation_id
+    dumps(commit.head, f"the head of operation {op}")
+    for row in commit.journal:
+        dumps(row.data, f"a {row.kind!r} journal row of {op}")
+    for ev in commit.audit:
+        dumps(ev.data, f"audit event {ev.seq} of {op}")
+    for e in commit.ledger:
+        dumps(e.to_dict(), f"ledger entry {e.key}")
+    for a in commit.approvals:
+        dumps(a.to_dict(), f"approval {a.approval_id}")
+    raise StoreError(f"cannot store operation {op}: it is not plain JSON data")  # pragma: no cover
 
 
 def utc(dt: datetime) -> datetime:

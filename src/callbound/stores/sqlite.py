@@ -1,10 +1,15 @@
 """SQLite store: one file, WAL, ``synchronous=FULL`` by default (D18).
 
 One ``commit`` is one ``BEGIN IMMEDIATE`` transaction, so a commit costs one WAL append and one fsync
-however long the operation's history is: the head row is replaced, journal and audit rows are
+however long the operation's history is: the head row is replaced (one fenced ``UPDATE … RETURNING``
+that also yields the journal position and the audit count to check), journal and audit rows are
 appended (``executemany``), ledger entries and approvals are upserted. ``BEGIN IMMEDIATE`` takes the
 write lock before reading the fencing token, so several processes on one host can share the file
 (waiting up to ``busy_timeout_ms`` for each other); readers never block writers in WAL mode.
+
+What a commit costs is mostly the pages it appends to the WAL (each written and fsync'd): the
+documents are encoded once, before the write lock, and the head UPDATE leaves unchanged indexed
+columns out of its SET list so that their indexes are not rewritten.
 
 sqlite3 errors are translated into ``StoreError`` here and nowhere else (D30).
 """
@@ -30,6 +35,7 @@ from .schema import (
     SQLITE_MIGRATIONS,
     check_migrations,
     dumps,
+    encode_commit,
     epoch_us,
     newer_than_code,
     with_fence,
@@ -48,6 +54,27 @@ _UPDATE_OP = (
     "UPDATE operations SET tenant = ?, state = ?, created_at = ?, updated_at = ?, head = ?, "
     "journal_len = journal_len + ?, audit_len = audit_len + ?, fence = ? WHERE operation_id = ?"
 )
+# The usual commit in one statement: the fenced head UPDATE returns the new counts, from which the
+# journal position and the audit check follow. SQLite rewrites an index whenever the UPDATE names one
+# of its columns, changed or not (one more page in the WAL, written and fsync'd, per index): tenant
+# (operations_tenant) is only matched, never set, and state (operations_state, operations_wake) is set
+# only by the variant for a changed state. No row: the operation is missing, the fence is stale, the
+# tenant changed, or the state guess was wrong; _SELECT_FOR_COMMIT and _UPDATE_OP then decide.
+# ?1 state, ?2 created_at, ?3 updated_at, ?4 head, ?5 journal rows, ?6 audit rows, ?7 fence column,
+# ?8 operation_id, ?9 tenant, ?10 the writer's fence.
+_UPDATE_WHERE = (
+    "journal_len = journal_len + ?5, audit_len = audit_len + ?6, fence = ?7 "
+    "WHERE operation_id = ?8 AND tenant IS ?9 AND (?10 IS NULL OR fence IS NULL OR fence = ?10)"
+)
+_UPDATE_NEW_STATE = (
+    f"UPDATE operations SET state = ?1, created_at = ?2, updated_at = ?3, head = ?4, {_UPDATE_WHERE} "
+    "AND state IS NOT ?1 RETURNING journal_len, audit_len"
+)
+_UPDATE_SAME_STATE = (
+    f"UPDATE operations SET created_at = ?2, updated_at = ?3, head = ?4, {_UPDATE_WHERE} "
+    "AND state IS ?1 RETURNING journal_len, audit_len"
+)
+_HAS_RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 _INSERT_JOURNAL = "INSERT INTO journal (operation_id, pos, kind, data) VALUES (?, ?, ?, ?)"
 _INSERT_AUDIT = (
     "INSERT INTO audit (operation_id, seq, kind, at, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -101,7 +128,7 @@ _RELEASE = (
 )
 
 
-def _approval_row(a: PendingApproval) -> tuple[str, str, str, str, int, int, str]:
+def _approval_row(a: PendingApproval, data: str | None = None) -> tuple[str, str, str, str, int, int, str]:
     return (
         a.approval_id,
         a.operation_id,
@@ -109,7 +136,7 @@ def _approval_row(a: PendingApproval) -> tuple[str, str, str, str, int, int, str
         a.status,
         epoch_us(a.created_at),
         epoch_us(a.expires_at),
-        dumps(a.to_dict(), f"approval {a.approval_id}"),
+        dumps(a.to_dict(), f"approval {a.approval_id}") if data is None else data,
     )
 
 
@@ -142,6 +169,9 @@ class SQLiteStore:
         self.synchronous = mode
         self.busy_timeout_ms = busy_timeout_ms
         self._lock = threading.Lock()
+        # (operation, state) of this connection's last commit: picks which head UPDATE to try first
+        self._last_state: tuple[str, Any] | None = None
+        self._returning = _HAS_RETURNING  # False: the pre-3.35 statements (tests use both)
         try:
             self._conn = sqlite3.connect(
                 self.path,
@@ -221,16 +251,19 @@ class SQLiteStore:
         try:
             yield
         except sqlite3.Error as exc:
-            text = str(exc)
-            if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
-                raise StoreError(
-                    f"SQLite database {self.path!r} stayed locked for {self.busy_timeout_ms} ms while "
-                    f"{what}: another process holds a long write; retry, or raise busy_timeout_ms"
-                ) from exc
-            raise StoreError(
-                f"SQLite error while {what} on {self.path!r}: {exc}; check that the file is a callbound "
-                "database that was not edited by hand, that it is writable, and that the disk is not full"
-            ) from exc
+            raise self._error(exc, what) from exc
+
+    def _error(self, exc: sqlite3.Error, what: str) -> StoreError:
+        text = str(exc)
+        if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+            return StoreError(
+                f"SQLite database {self.path!r} stayed locked for {self.busy_timeout_ms} ms while "
+                f"{what}: another process holds a long write; retry, or raise busy_timeout_ms"
+            )
+        return StoreError(
+            f"SQLite error while {what} on {self.path!r}: {exc}; check that the file is a callbound "
+            "database that was not edited by hand, that it is writable, and that the disk is not full"
+        )
 
     def settings(self) -> dict[str, Any]:
         """The connection's effective pragmas (journal mode, synchronous level, busy timeout)."""
@@ -247,67 +280,160 @@ class SQLiteStore:
 
     def commit(self, commit: Commit) -> None:
         op = commit.operation_id
-        head = commit.head
-        head_json = dumps(head, f"the head of operation {op}")
-        journal = [
-            (row.kind, dumps(row.data, f"a {row.kind!r} journal row of {op}")) for row in commit.journal
-        ]
-        audit = [
+        docs = encode_commit(commit)  # before the write lock: a bad document never takes it
+        with self._lock:
+            conn = self._conn
+            try:
+                # BEGIN IMMEDIATE … COMMIT as in _transaction, written out: this is the hot path
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._write(conn, commit, *docs)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    self._last_state = None
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise self._error(exc, f"committing operation {op}") from exc
+            self._last_state = (op, commit.head.get("state"))
+
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        commit: Commit,
+        head_json: str,
+        journal: list[str],
+        audit: list[str],
+        ledger: list[str],
+        approvals: list[str],
+    ) -> None:
+        """Everything of one commit, inside its transaction (documents already encoded)."""
+        op = commit.operation_id
+        if commit.create:
+            start = self._insert(conn, commit, head_json, len(journal), len(audit))
+        else:
+            start = self._update_head(conn, commit, head_json, len(journal), len(audit))
+        if journal:
+            conn.executemany(
+                _INSERT_JOURNAL,
+                [
+                    (op, pos, row.kind, data)
+                    for pos, row, data in zip(
+                        range(start, start + len(journal)), commit.journal, journal, strict=True
+                    )
+                ],
+            )
+        if audit:
+            conn.executemany(
+                _INSERT_AUDIT,
+                [
+                    (op, ev.seq, ev.kind, ev.at, data, ev.prev_hash, ev.hash)
+                    for ev, data in zip(commit.audit, audit, strict=True)
+                ],
+            )
+        if ledger:
+            conn.executemany(
+                _UPSERT_LEDGER,
+                [
+                    (e.tenant, e.key, e.operation_id, e.status.value, data)
+                    for e, data in zip(commit.ledger, ledger, strict=True)
+                ],
+            )
+        if approvals:
+            conn.executemany(
+                _UPSERT_APPROVAL,
+                [_approval_row(a, data) for a, data in zip(commit.approvals, approvals, strict=True)],
+            )
+            # a new operation got its wake time in the INSERT: no second row version
+            wake_ops = {a.operation_id for a in commit.approvals} - ({op} if commit.create else set())
+            if wake_ops:
+                conn.executemany(_REFRESH_WAKE, [(o,) for o in sorted(wake_ops)])
+
+    def _update_head(
+        self, conn: sqlite3.Connection, commit: Commit, head_json: str, n_journal: int, n_audit: int
+    ) -> int:
+        """Replace the head row of an existing operation after its checks (missing operation, stale
+        fence, audit sequence); returns the first journal position of this commit."""
+        if self._returning:
+            head = commit.head
+            state = head.get("state")
+            params = (
+                state,
+                head.get("created_at"),
+                head.get("updated_at"),
+                head_json,
+                n_journal,
+                n_audit,
+                head.get("fence"),
+                commit.operation_id,
+                head.get("tenant"),
+                commit.fence,
+            )
+            first, second = (
+                (_UPDATE_SAME_STATE, _UPDATE_NEW_STATE)
+                if self._last_state == (commit.operation_id, state)
+                else (_UPDATE_NEW_STATE, _UPDATE_SAME_STATE)
+            )
+            row = conn.execute(first, params).fetchone() or conn.execute(second, params).fetchone()
+            if row is not None:
+                _check_audit(commit, row[1] - n_audit)  # raises: the caller rolls back
+                return int(row[0]) - n_journal
+        return self._update_checked(conn, commit, head_json, n_journal, n_audit)
+
+    @staticmethod
+    def _insert(
+        conn: sqlite3.Connection, commit: Commit, head_json: str, n_journal: int, n_audit: int
+    ) -> int:
+        """The row of a new operation; returns the first journal position (0)."""
+        op, head = commit.operation_id, commit.head
+        # the last write of an approval wins
+        latest = {a.approval_id: a for a in commit.approvals}.values()
+        wake = min(
+            (epoch_us(a.expires_at) for a in latest if a.operation_id == op and a.status == "pending"),
+            default=0,
+        )
+        cur = conn.execute(
+            _INSERT_OP,
             (
                 op,
-                ev.seq,
-                ev.kind,
-                ev.at,
-                dumps(ev.data, f"audit event {ev.seq} of {op}"),
-                ev.prev_hash,
-                ev.hash,
+                head.get("tenant"),
+                head.get("state"),
+                head.get("created_at"),
+                head.get("updated_at"),
+                head_json,
+                n_journal,
+                n_audit,
+                head.get("fence"),
+                wake,
+            ),
+        )
+        if cur.rowcount != 1:
+            raise StoreError(f"operation {op} already exists")
+        _check_audit(commit, 0)  # after the existence check, as MemoryStore does; rolls back
+        return 0
+
+    @staticmethod
+    def _update_checked(
+        conn: sqlite3.Connection, commit: Commit, head_json: str, n_journal: int, n_audit: int
+    ) -> int:
+        """The head UPDATE with its checks as separate statements (SQLite before 3.35 has no
+        RETURNING), and the reason when the one-statement UPDATE matched no row. Returns the first
+        journal position."""
+        op, head = commit.operation_id, commit.head
+        row = conn.execute(_SELECT_FOR_COMMIT, (op,)).fetchone()
+        if row is None:
+            raise StoreError(f"operation {op} does not exist")
+        current, start, stored_audit = row
+        if commit.fence is not None and current is not None and current != commit.fence:
+            raise StaleLease(
+                f"operation {op}: lease token {commit.fence} is stale (current {current}); "
+                "another worker owns it now"
             )
-            for ev in commit.audit
-        ]
-        ledger = [
-            (e.tenant, e.key, e.operation_id, e.status.value, dumps(e.to_dict(), f"ledger entry {e.key}"))
-            for e in commit.ledger
-        ]
-        approvals = [_approval_row(a) for a in commit.approvals]
-        fence = head.get("fence")
+        _check_audit(commit, stored_audit)
         columns = (head.get("tenant"), head.get("state"), head.get("created_at"), head.get("updated_at"))
-        with self._lock, self._errors(f"committing operation {op}"), self._transaction() as conn:
-            if commit.create:
-                latest = {a[0]: a for a in approvals}.values()  # the last write of an approval wins
-                wake = min((a[5] for a in latest if a[1] == op and a[3] == "pending"), default=0)
-                cur = conn.execute(
-                    _INSERT_OP, (op, *columns, head_json, len(journal), len(audit), fence, wake)
-                )
-                if cur.rowcount != 1:
-                    raise StoreError(f"operation {op} already exists")
-                _check_audit(commit, 0)  # after the existence check, as MemoryStore does; rolls back
-                start = 0
-            else:
-                row = conn.execute(_SELECT_FOR_COMMIT, (op,)).fetchone()
-                if row is None:
-                    raise StoreError(f"operation {op} does not exist")
-                current, start, stored_audit = row
-                if commit.fence is not None and current is not None and current != commit.fence:
-                    raise StaleLease(
-                        f"operation {op}: lease token {commit.fence} is stale (current {current}); "
-                        "another worker owns it now"
-                    )
-                _check_audit(commit, stored_audit)
-                conn.execute(_UPDATE_OP, (*columns, head_json, len(journal), len(audit), fence, op))
-            if journal:
-                conn.executemany(
-                    _INSERT_JOURNAL, [(op, start + i, kind, data) for i, (kind, data) in enumerate(journal)]
-                )
-            if audit:
-                conn.executemany(_INSERT_AUDIT, audit)
-            if ledger:
-                conn.executemany(_UPSERT_LEDGER, ledger)
-            if approvals:
-                conn.executemany(_UPSERT_APPROVAL, approvals)
-                # a new operation got its wake time in the INSERT: no second row version
-                wake_ops = {a[1] for a in approvals} - ({op} if commit.create else set())
-                if wake_ops:
-                    conn.executemany(_REFRESH_WAKE, [(o,) for o in sorted(wake_ops)])
+        conn.execute(_UPDATE_OP, (*columns, head_json, n_journal, n_audit, head.get("fence"), op))
+        return int(start)
 
     def load_operation(self, operation_id: str) -> StoredOperation | None:
         with self._lock, self._errors(f"loading operation {operation_id}"):
