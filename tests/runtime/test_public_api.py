@@ -47,6 +47,7 @@ REQUIRED = {
     "IllegalTransition",
     "CanonicalizationError",
     "StoreError",
+    "OperationExists",
     "SchemaVersionError",
     "StaleLease",
     "NotApplied",
@@ -99,7 +100,7 @@ def test_error_tree_shape() -> None:
         cb.ApproverNotAllowed,
     ):
         assert issubclass(sub, cb.UsageError)
-    for sub in (cb.SchemaVersionError, cb.StaleLease):
+    for sub in (cb.SchemaVersionError, cb.StaleLease, cb.OperationExists):
         assert issubclass(sub, cb.StoreError)
 
 

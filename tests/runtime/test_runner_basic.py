@@ -630,3 +630,14 @@ async def test_refund_args_type_is_strict() -> None:
     assert error_code(last_outputs(h.model)["call_1"]) == "INVALID_ARGUMENTS"
     assert refunds.n == 0
     assert RefundArgs.model_fields["amount"].annotation is float
+
+
+def test_run_with_an_existing_operation_id_is_a_typed_error_that_changes_nothing() -> None:
+    h = make([final("resp_1", "first"), final("resp_2", "second")], [get_order_tool()])
+    first = h.runner.run_sync("hi", tenant="acme", subject="user-1", operation_id="op-fixed")
+    assert first.state is cb.State.COMPLETED
+    with pytest.raises(cb.OperationExists) as info:
+        h.runner.run_sync("again", tenant="acme", subject="user-1", operation_id="op-fixed")
+    assert info.value.operation_id == "op-fixed" and isinstance(info.value, cb.StoreError)
+    assert h.runner.outcome("op-fixed").text == "first"
+    assert len(h.model.requests) == 1  # the refused run never asked the model

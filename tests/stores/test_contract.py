@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from callbound.core.audit import verify_chain
-from callbound.core.errors import StaleLease, StoreError
+from callbound.core.errors import OperationExists, StaleLease, StoreError
 from callbound.core.idempotency import LedgerStatus
 from callbound.stores.base import Commit, JournalRow, StoredOperation
 
@@ -87,9 +87,10 @@ def test_load_and_audit_of_unknown_operation(store: Any) -> None:
 def test_create_twice_is_refused_and_changes_nothing(store: Any) -> None:
     create(store, "op1")
     before = snapshot(store, "op1")
-    with pytest.raises(StoreError, match="already exists"):
+    with pytest.raises(OperationExists, match="already exists") as info:
         store.commit(Commit("op1", make_head("op1", "FAILED"), [JournalRow("note", {})], create=True))
-    with pytest.raises(StoreError, match="already exists"):  # checked before the audit sequence
+    assert info.value.operation_id == "op1" and "Runner.resume" in str(info.value)
+    with pytest.raises(OperationExists, match="already exists"):  # checked before the audit sequence
         store.commit(Commit("op1", make_head("op1"), audit=make_events("op1", 3)[2:], create=True))
     assert snapshot(store, "op1") == before
 

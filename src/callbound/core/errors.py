@@ -14,7 +14,8 @@
     ├── CanonicalizationError      a value RFC 8785 cannot represent exactly (D6)
     ├── StoreError                 the store is unreachable or refused a write
     │   ├── SchemaVersionError     the database is newer than this code
-    │   └── StaleLease             a fenced write lost its lease (D21)
+    │   ├── StaleLease             a fenced write lost its lease (D21)
+    │   └── OperationExists        run()/submit() named an operation id the store already has
     └── NotApplied                 raised by a write handler: the effect definitely did not happen (D16)
 
 Only ``UsageError`` and ``StoreError`` escape ``Runner.run``/``Runner.resume`` (D4); everything the model,
@@ -84,6 +85,18 @@ class SchemaVersionError(StoreError):
 
 class StaleLease(StoreError):
     """A write carried a fencing token that is no longer current (D21)."""
+
+
+class OperationExists(StoreError):
+    """A new operation was given an id the store already holds. Resume that operation
+    (``Runner.resume``) or start a new one with another id (or none: callbound makes one)."""
+
+    def __init__(self, operation_id: str) -> None:
+        self.operation_id = operation_id
+        super().__init__(
+            f"operation {operation_id} already exists; resume it with Runner.resume({operation_id!r}) "
+            "or start a new operation with another operation_id"
+        )
 
 
 class NotApplied(CallboundError):

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
-from ..core.errors import StaleLease, StoreError
+from ..core.errors import OperationExists, StaleLease, StoreError
 from ..core.idempotency import LedgerEntry
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
 from .schema import utc
@@ -32,7 +32,7 @@ class MemoryStore:
             # validate everything first: a refused commit writes nothing
             if commit.create:
                 if op in self._heads:
-                    raise StoreError(f"operation {op} already exists")
+                    raise OperationExists(op)
             elif op not in self._heads:
                 raise StoreError(f"operation {op} does not exist")
             if commit.fence is not None and not commit.create:

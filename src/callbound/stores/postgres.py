@@ -24,7 +24,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
-from ..core.errors import SchemaVersionError, StaleLease, StoreError
+from ..core.errors import OperationExists, SchemaVersionError, StaleLease, StoreError
 from ..core.idempotency import LedgerEntry
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
 from .schema import (
@@ -263,7 +263,7 @@ class PostgresStore:
                         _INSERT_OP, (op, *columns, head_json, n_journal, len(audit), fence, wake)
                     )
                     if cur.rowcount != 1:
-                        raise StoreError(f"operation {op} already exists")
+                        raise OperationExists(op)
                     start = 0
                 else:
                     row = None
@@ -309,7 +309,7 @@ class PostgresStore:
         stored_audit = 0
         if commit.create:
             if conn.execute("SELECT 1 FROM operations WHERE operation_id = %s", (op,)).fetchone() is not None:
-                raise StoreError(f"operation {op} already exists")
+                raise OperationExists(op)
         else:
             row = conn.execute(
                 "SELECT fence, audit_len FROM operations WHERE operation_id = %s", (op,)

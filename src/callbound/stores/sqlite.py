@@ -26,7 +26,7 @@ from typing import Any
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
-from ..core.errors import SchemaVersionError, StaleLease, StoreError, UsageError
+from ..core.errors import OperationExists, SchemaVersionError, StaleLease, StoreError, UsageError
 from ..core.idempotency import LedgerEntry
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
 from .schema import (
@@ -409,7 +409,7 @@ class SQLiteStore:
             ),
         )
         if cur.rowcount != 1:
-            raise StoreError(f"operation {op} already exists")
+            raise OperationExists(op)
         _check_audit(commit, 0)  # after the existence check, as MemoryStore does; rolls back
         return 0
 
