@@ -284,3 +284,25 @@ async def test_progress_events_are_delivered_while_streaming() -> None:
     kinds = [type(ev).__name__ for _, ev in seen]
     assert kinds[0] == "CallStarted" and "CallReady" in kinds
     assert {op_id for op_id, _ in seen} == {out.operation_id}
+
+
+async def test_backoff_jitter_comes_from_the_runners_random_source() -> None:
+    """Runner(rng=...) makes retry timing reproducible: the same seed, the same waits (D26)."""
+    import random
+
+    async def waits(seed: int) -> list[float]:
+        h = make(
+            [
+                ApiError(503, error_body("server_error")),
+                ApiError(503, error_body("server_error")),
+                final("resp_1", "ok"),
+            ],
+            [get_order_tool()],
+            rng=random.Random(seed),
+        )
+        out = await h.run()
+        assert out.state == cb.State.COMPLETED
+        return list(h.clock.slept)
+
+    a, b, c = await waits(7), await waits(7), await waits(8)
+    assert len(a) == 2 and a == b and a != c

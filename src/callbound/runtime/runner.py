@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -79,6 +80,7 @@ class Runner:
         audit_key: bytes | None = None,
         executor: ToolExecutor | None = None,
         app: dict[str, Any] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.model = model
         self.adapter = model.adapter
@@ -106,6 +108,8 @@ class Runner:
         self.audit_key = audit_key if audit_key is not None else (env_key.encode() if env_key else None)
         self.executor = executor or ToolExecutor()
         self.app = app  # recorded with each operation so `callbound resume` can rebuild this runner
+        # Backoff jitter (D26) draws from this; pass a seeded Random for reproducible retry timing.
+        self.rng = rng if rng is not None else random.Random()
         self._segments: dict[str, float] = {}
         self._turn_plain: tuple[ModelTurn, dict[str, Any]] | None = (
             None  # operation id -> monotonic start of the active segment
@@ -413,7 +417,7 @@ class Runner:
             remaining = op.budgets.deadline_s - op.spent.active_s
             retry_after = turn.failure.retry_after_s if turn.failure else None
             delay = (
-                backoff_delay(op.retries + 1, retry_after, remaining)
+                backoff_delay(op.retries + 1, retry_after, remaining, rng=self.rng)
                 if op.retries < op.budgets.max_retries
                 else None
             )
