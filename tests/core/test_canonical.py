@@ -321,6 +321,8 @@ def test_str_keys_hash_equals_the_reference(value: Any) -> None:
         1.0,
         [10**20],
         {"s": "x:1.5"},
+        {"é": 1e16, "ü": [0.5]},
+        {"hex": "a9c53269d03b2871234567890123456", "n": [12345678901234567]},
     ],
 )
 def test_str_keys_hash_takes_the_exact_path_where_the_c_encoder_differs(value: Any) -> None:

@@ -222,13 +222,42 @@ def canonical_sha256(value: Any) -> str:
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
 
 
-# In the C encoder's output every float (``1.5``, ``1e-07``, ``1.5e+16``) and every integer of 16 or more
-# digits (possibly beyond ±(2^53-1)) inside a container is a token right after ``:``, ``,`` or ``[`` and
-# right before ``,``, ``]`` or ``}``; a number at the top level is the whole text. A match inside a
-# string is a false alarm that only costs the exact path; ISO times (``01:34:06.123+00:00``) do not
-# match.
-_NUMBER_RISK = re.compile(r"[:,\[]-?(?:\d+\.\d+(?:e[+-]\d+)?|\d+e[+-]\d+|\d{16,})[,\]}]")
-_NUMBER_START = frozenset("-0123456789")
+# In the C encoder's output every float (``1.5``, ``1e-07``, ``1.5e+16``: ``repr``) and every integer of
+# 16 or more digits (possibly beyond ±(2^53-1)) is a number token: right after ``:``, ``,`` or ``[`` (or
+# at the start), made of ``[0-9.e+-]``, right before ``,``, ``]``, ``}`` (or at the end). With every
+# digit turned into ``0``, each such token holds a hint (``0.0``, ``0e+0``, ``0e-0`` or sixteen ``0``)
+# that hex digests never do; ISO times hold ``0.0`` only inside a string. So: find hints with C-speed
+# substring searches, then check each hint's token exactly. A hint inside a string that still looks
+# like a token is a false alarm, which only costs the exact path.
+_HINTS = ("0.0", "0e+0", "0e-0", "0" * 16)
+_BYTE_HINTS = tuple(h.encode() for h in _HINTS)
+_ZERO_DIGITS = str.maketrans("123456789", "000000000")
+_ZERO_DIGIT_BYTES = bytes.maketrans(b"123456789", b"000000000")
+_NUMBER_TOKEN = re.compile(r"[:,\[]-?(?:\d+\.\d+(?:e[+-]\d+)?|\d+e[+-]\d+|\d{16,})(?:[,\]}]|$)")
+_TOKEN_CHARS = frozenset("0123456789.e+-")
+
+
+def _number_risk(text: str, data: bytes) -> bool:
+    """True when ``text`` (C encoder output; ``data`` is its UTF-8) may hold a float or an integer of
+    16+ digits."""
+    if len(data) == len(text):  # ASCII: byte offsets are character offsets
+        return _hinted_number(text, data.translate(_ZERO_DIGIT_BYTES), _BYTE_HINTS)
+    return _hinted_number(text, text.translate(_ZERO_DIGITS), _HINTS)
+
+
+def _hinted_number(text: str, zeroed: Any, hints: tuple[Any, ...]) -> bool:
+    for hint in hints:
+        at = zeroed.find(hint)
+        while at != -1:
+            start = at
+            while start > 0 and text[start - 1] in _TOKEN_CHARS:
+                start -= 1
+            if start == 0 or _NUMBER_TOKEN.match(text, start - 1):
+                return True
+            at = zeroed.find(hint, at + 1)
+    return False
+
+
 # Code-point order equals UTF-16 order unless a text has characters beyond the BMP.
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
@@ -244,13 +273,10 @@ def canonical_sha256_str_keys(value: Any) -> str:
         text = _dumps(value)
     except (TypeError, ValueError):  # not JSON, or NaN/Infinity: the exact path says why
         return canonical_sha256(value)
-    if (
-        text[:1] in _NUMBER_START
-        or _NUMBER_RISK.search(text)
-        or (not text.isascii() and _ASTRAL.search(text))
-    ):
+    data = _to_bytes(text)
+    if _number_risk(text, data) or (len(data) != len(text) and _ASTRAL.search(text)):
         return canonical_sha256(value)
-    return hashlib.sha256(_to_bytes(text)).hexdigest()
+    return hashlib.sha256(data).hexdigest()
 
 
 def flat_record_bytes(fields: Iterable[tuple[str, Any]]) -> bytes:
