@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -158,6 +159,7 @@ def build_callbound(
     async_handler: bool = False,
     store_factory: Callable[[], Any] | None = None,
     on_store: Callable[[Any], None] | None = None,
+    wire: bool = True,
 ) -> RunOnce:
     import callbound as cb
     from callbound.runtime.tools import ToolExecutor
@@ -170,7 +172,7 @@ def build_callbound(
     factory = store_factory or MemoryStore
 
     def run_once() -> tuple[float, float]:
-        model = FakeResponsesClient(n, par)
+        model = FakeResponsesClient(n, par, wire=wire)
         store = factory()
         if on_store is not None:
             on_store(store)
@@ -472,3 +474,107 @@ IMPORT_CODE = {
     "pydantic-ai": "from pydantic_ai import Agent; from pydantic_ai.models.function import FunctionModel",
     "agents": "import agents",
 }
+
+
+# ---- where callbound's own time goes ----------------------------------------------------------------
+
+# (label, module, attribute, is_async): the runtime's steps of one round trip, timed by wrapping them.
+PHASES = (
+    (
+        "parse the response (adapter)",
+        "callbound.adapters.openai_responses",
+        "OpenAIResponsesAdapter.parse_response",
+        False,
+    ),
+    ("validate + plan the calls (pydantic, dispatch)", "callbound.runtime.runner", "plan", False),
+    ("run the handler (async, with timeout)", "callbound.runtime.tools", "ToolExecutor.run", True),
+    ("seal the result envelope (binding)", "callbound.runtime.execute", "seal", False),
+    ("verify bindings from trusted context", "callbound.runtime.results", "verify_results_hashed", False),
+    ("4 journaled, audited transitions", "callbound.runtime.operation", "Operation.move", False),
+    ("2 commits: head row + audit link", "callbound.runtime.operation", "Operation.take_commit", False),
+    (
+        "build the next request (adapter)",
+        "callbound.adapters.openai_responses",
+        "OpenAIResponsesAdapter.build_request",
+        False,
+    ),
+    (
+        "turn + result items for the transcript (adapter)",
+        "callbound.adapters.openai_responses",
+        "OpenAIResponsesAdapter.result_items",
+        False,
+    ),
+)
+
+
+def phase_breakdown(n: int) -> dict[str, Any]:
+    """µs per round trip in each step of callbound's loop (async handler, no wire json.dumps, GC off so
+    collections are not charged to whichever step triggers them), and Python function calls per round
+    trip (cProfile, a separate run). Wrapping costs about a microsecond per wrapped call, so the steps
+    add up to a little more than an unwrapped run."""
+    import cProfile
+    import gc
+    import importlib
+    import pstats
+
+    acc: dict[str, float] = {}
+
+    def wrap(label: str, module: str, path: str, is_async: bool) -> None:
+        owner: Any = importlib.import_module(module)
+        *parents, name = path.split(".")
+        for p in parents:
+            owner = getattr(owner, p)
+        fn = getattr(owner, name)
+        acc[label] = 0.0
+        if is_async:
+
+            async def awrapped(*a: Any, **k: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return await fn(*a, **k)
+                finally:
+                    acc[label] += time.perf_counter() - t0
+
+            setattr(owner, name, awrapped)
+        else:
+
+            def wrapped(*a: Any, **k: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    acc[label] += time.perf_counter() - t0
+
+            setattr(owner, name, wrapped)
+
+    run_plain = build_callbound(n, 1, async_handler=True, wire=False)
+    run_plain()
+    pr = cProfile.Profile()
+    pr.enable()
+    run_plain()
+    pr.disable()
+    calls = sum(nc for (_, nc, _, _, _) in pstats.Stats(pr).stats.values())  # type: ignore[attr-defined]
+    gc.disable()
+    try:
+        plain = min(run_plain()[0] for _ in range(3))
+        for phase in PHASES:
+            wrap(*phase)
+        run = build_callbound(n, 1, async_handler=True, wire=False)
+        run()
+        best: dict[str, float] | None = None
+        total = math.inf
+        for _ in range(3):
+            for k in acc:
+                acc[k] = 0.0
+            elapsed = run()[0]
+            if elapsed < total:
+                total, best = elapsed, dict(acc)
+    finally:
+        gc.enable()
+    assert best is not None
+    return {
+        "phases_us": {k: v / n * 1e6 for k, v in best.items()},
+        "wrapped_total_us": total / n * 1e6,
+        "plain_total_us": plain / n * 1e6,
+        "calls_per_rt": calls / n,
+    }

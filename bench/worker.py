@@ -231,6 +231,12 @@ def task_thread_hop(p: dict[str, Any]) -> dict[str, Any]:
     return {"hop_us": statistics.median(batches), "batches_us": batches}
 
 
+def task_phases(p: dict[str, Any]) -> dict[str, Any]:
+    import loops
+
+    return loops.phase_breakdown(p["n"])
+
+
 def task_paused(p: dict[str, Any]) -> dict[str, Any]:
     import paused
 
@@ -247,6 +253,7 @@ TASKS = {
     "firstuse": task_firstuse,
     "paused": task_paused,
     "thread_hop": task_thread_hop,
+    "phases": task_phases,
 }
 
 
