@@ -2,16 +2,16 @@
 
 For each API the stream has the provider's real event shapes (WIRE.md 1.6, 2.4, 3.4, 4.7, 5.6) and one
 function call ``get_order`` whose argument text is ``{"text": "..."}`` of exactly ``size`` bytes, sent in
-argument deltas of ``DELTA[api]`` bytes each. callbound's cell: bytes in 16 KiB reads → ``SSEReader`` →
-``decode_event`` → the adapter's stream assembler → ``finish`` (which parses the arguments with the D5
-parser), plus SHA-256 of the raw bytes (D7). The SDK cells take the same bytes through the SDK's own SSE
-decoder, ``json.loads``, ``construct_type`` (what the SDK's ``Stream`` does) and the SDK accumulator, and
-then read the arguments as a dict; each stops after ``SDK_LIMIT_S`` and reports "> 60 s".
+argument deltas of ``DELTA[api]`` bytes each. callbound's cell: bytes in 16 KiB reads → ``StreamFeed``
+(``SSEReader`` → the adapter's stream assembler, the path the transports use) → ``finish`` (which
+parses the arguments with the D5 parser), plus SHA-256 of the raw bytes (D7). The SDK cells take the
+same bytes through the SDK's own SSE decoder, ``json.loads``, ``construct_type`` (what the SDK's
+``Stream`` does) and the SDK accumulator, and then read the arguments as a dict; each stops after
+``SDK_LIMIT_S`` and reports "> 60 s".
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import statistics
 import time
@@ -293,18 +293,15 @@ def adapter_available(api: str) -> bool:
 def assemble_callbound(api: str, chunks: list[bytes]) -> Any:
     from callbound.adapters import get
     from callbound.adapters.base import StreamCaps
-    from callbound.adapters.sse import SSEReader, decode_event
+    from callbound.adapters.stream import StreamFeed
 
-    asm = get(api).stream_assembler(StreamCaps(max_call_bytes=64_000_000, max_response_bytes=64_000_000))
-    reader = SSEReader()
-    digest = hashlib.sha256()
+    # The transports' path (callbound.transports.feed_stream): SSE reader → assembler, SHA-256 included.
+    caps = StreamCaps(max_call_bytes=64_000_000, max_response_bytes=64_000_000)
+    stream = StreamFeed(get(api).stream_assembler(caps))
     for chunk in chunks:
-        digest.update(chunk)
-        for ev in reader.feed(chunk):
-            asm.feed(decode_event(ev))
-    for ev in reader.close():
-        asm.feed(decode_event(ev))
-    return asm.finish(digest.hexdigest())
+        stream.feed(chunk)
+    stream.close()
+    return stream.finish()
 
 
 def measure_callbound(api: str, size: int, runs: int) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any
 
 from .adapters import get as get_adapter
 from .adapters.base import Adapter, StreamCaps
-from .adapters.sse import SSEReader, decode_event
+from .adapters.stream import StreamFeed
 from .core.errors import ProtocolViolation, ScriptExhausted, UsageError
 from .core.model import ProgressCallback, RequestMeta
 from .core.types import ModelTurn, RawFailure
@@ -147,39 +147,32 @@ class ScriptedModel:
         self, item: Stream | list[Any], on_progress: ProgressCallback | None, model: str | None
     ) -> ModelTurn:
         asm = self._adapter.stream_assembler(self.caps, model=model)
+        if isinstance(item, Stream):
+            # Raw bytes take the transports' path: SSE reader, then the assembler.
+            raw = item.text.encode("utf-8") if isinstance(item.text, str) else item.text
+            stream = StreamFeed(asm, on_progress)
+            for i in range(0, len(raw), item.chunk_size):
+                stream.feed(raw[i : i + item.chunk_size])
+                if stream.aborted:
+                    break
+            else:
+                stream.close()
+            return stream.finish()
         digest = hashlib.sha256()
         cut = False
-
-        def feed(payload: dict[str, Any] | str) -> None:
+        for n, payload in enumerate(item):
+            if isinstance(payload, StreamCut):
+                cut = True
+                break
+            text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+            digest.update(f"data: {text}\n\n".encode())
             for ev in asm.feed(payload):
                 if on_progress is not None:
                     on_progress(ev)
-
-        if isinstance(item, Stream):
-            raw = item.text.encode("utf-8") if isinstance(item.text, str) else item.text
-            reader = SSEReader()
-            for i in range(0, len(raw), item.chunk_size):
-                chunk = raw[i : i + item.chunk_size]
-                digest.update(chunk)
-                for ev in reader.feed(chunk):
-                    feed(decode_event(ev))
-                if asm.aborted:
-                    break
-            else:
-                for ev in reader.close():
-                    feed(decode_event(ev))
-        else:
-            for n, payload in enumerate(item):
-                if isinstance(payload, StreamCut):
-                    cut = True
-                    break
-                text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
-                digest.update(f"data: {text}\n\n".encode())
-                feed(payload)
-                if n == len(item) // 2:
-                    crash_point("mid_stream")
-                if asm.aborted:
-                    break
+            if n == len(item) // 2:
+                crash_point("mid_stream")
+            if asm.aborted:
+                break
         turn = asm.finish(digest.hexdigest())
         del cut  # a cut stream simply ends early; the assembler decides it was not complete
         return turn

@@ -16,16 +16,19 @@
   ``message_delta`` fields replace those of ``message_start``.
 - Streaming: blocks keyed by ``index``; fragments kept as lists and joined once when the block stops
   (or at the end, since a ``max_tokens`` cut may skip ``content_block_stop``); ``message_stop`` is the
-  terminal event.
+  terminal event. Deltas in the API's compact shape are read from the raw event text without the JSON
+  parser (``feed_events``, the fast path of ``callbound.adapters.stream``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.arguments import loads_body
 from ..core.errors import ProtocolViolation
+from ..core.model import ProgressCallback
 from ..core.registry import ToolDeclaration
 from ..core.types import (
     ArgumentsProgress,
@@ -55,6 +58,8 @@ from .base import (
     too_large_turn,
 )
 from .schema import inline_refs
+from .sse import JSON_STRING, RawEvent, simple_event, string_value
+from .stream import decode_raw
 
 API = "anthropic-messages"
 PROVIDER = "anthropic"
@@ -192,7 +197,7 @@ def _error_turn(
 class _Block:
     """One streamed content block: the start object plus fragments per field, joined once."""
 
-    __slots__ = ("base", "citations", "done", "nbytes", "parts")
+    __slots__ = ("base", "citations", "done", "nbytes", "parts", "tool_use")
 
     def __init__(self, base: dict[str, Any]) -> None:
         self.base = base
@@ -200,6 +205,8 @@ class _Block:
         self.citations: list[Any] = []
         self.nbytes = 0
         self.done = False
+        # base is this block's own copy and its type is never rewritten, so this holds until the end.
+        self.tool_use = base.get("type") == "tool_use"
 
 
 _DELTA_FIELDS = {
@@ -208,13 +215,30 @@ _DELTA_FIELDS = {
     "signature_delta": "signature",
     "input_json_delta": "partial_json",
 }
+# One content_block_delta exactly as the API sends it: compact, keys in this order, a string value
+# (JSON_STRING: valid JSON only, so the payload it stands for is known without parsing). The delta type
+# and its field are one group: only the pairs of _DELTA_FIELDS match. Up to 9 index digits ([0-9]: \d
+# would take other scripts' digits); longer ones go the slow way.
+_PAIR_FIELDS = {f'{kind}","{field}': field for kind, field in _DELTA_FIELDS.items()}
+_DELTA = (
+    r'\{"type":"content_block_delta","index":(0|[1-9][0-9]{0,8}),"delta":\{"type":"('
+    + "|".join(map(re.escape, _PAIR_FIELDS))
+    + r')":"('
+    + JSON_STRING
+    + r')"\}\}'
+)
+_DELTA_DATA = re.compile(_DELTA)
+_DELTA_EVENT = simple_event(_DELTA)  # the payload has "type", so the event name cannot matter
 
 
 class _Assembler:
     """Streaming assembly for Messages events (WIRE.md 3.4)."""
 
+    fast_events = _DELTA_EVENT  # see feed_events
+
     def __init__(self, caps: StreamCaps, model: str | None) -> None:
-        self._caps = caps
+        self._max_call_bytes = caps.max_call_bytes
+        self._max_response_bytes = caps.max_response_bytes
         self._model = model
         self._message: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
@@ -281,18 +305,53 @@ class _Assembler:
         value = delta.get(field) if field else None
         if field is None or not isinstance(value, str):
             return []  # an unknown delta type: the block keeps what content_block_start sent
-        if field == "partial_json":
-            size = len(value.encode("utf-8"))
+        nbytes = self._append(block, field, value)
+        return [] if nbytes is None else [ArgumentsProgress(self._label(index), nbytes)]
+
+    def _append(self, block: _Block, field: str, value: str) -> int | None:
+        """Keep one fragment of an open block. Returns the call's byte count when the fragment is
+        tool_use argument text (an ArgumentsProgress is due), else None."""
+        json_text = field == "partial_json"
+        if json_text:
+            # UTF-8 length; ASCII needs no encoding. A lone surrogate raises here, as encode() always did.
+            size = len(value) if value.isascii() else len(value.encode("utf-8"))
             block.nbytes += size
             self._total += size
-            if block.nbytes > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
+            if block.nbytes > self._max_call_bytes or self._total > self._max_response_bytes:
                 self._aborted = True  # stop buffering; finish() reports TRUNCATED(arguments_too_large)
                 self._blocks.clear()
-                return []
-        block.parts.setdefault(field, []).append(value)
-        if field == "partial_json" and block.base.get("type") == "tool_use":
-            return [ArgumentsProgress(self._label(index), block.nbytes)]
-        return []
+                return None
+        parts = block.parts.get(field)
+        if parts is None:
+            parts = block.parts[field] = []
+        parts.append(value)
+        return block.nbytes if json_text and block.tool_use else None
+
+    def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
+        """``feed`` for raw events (see ``callbound.adapters.stream``). A content_block_delta in the
+        exact compact shape the API sends is read from its match (``fast_events``, or ``_DELTA_DATA``
+        on a frame's data) as ``feed`` would read its payload; every other event is decoded and fed
+        whole. Runs once per event, hence inlined."""
+        blocks = self._blocks  # never rebound: clear() empties it in place
+        for event in events:
+            found = _DELTA_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
+            if found is None:
+                progress = self.feed(decode_raw(event))
+                if on_progress is not None:
+                    for item in progress:
+                        on_progress(item)
+                continue
+            if self._aborted:
+                continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
+            index_text, pair, value = found.groups()
+            block = blocks.get(int(index_text))
+            if block is None or block.done:
+                continue  # feed() ignores a delta for a block never started or already stopped
+            nbytes = self._append(
+                block, _PAIR_FIELDS[pair], string_value(found, 3) if "\\" in value else value
+            )
+            if nbytes is not None and on_progress is not None:
+                on_progress(ArgumentsProgress(self._label(int(index_text)), nbytes))
 
     def _finalise(self, index: int) -> bool:
         """Rebuild the block as the plain API returns it. False when it was already final."""

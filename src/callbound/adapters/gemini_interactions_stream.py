@@ -1,15 +1,20 @@
 """Streaming assembly for Gemini Interactions (``gemini-interactions``): the ``steps`` schema
 (``step.delta`` with ``arguments_delta`` fragments, keyed by step index) and the legacy ``outputs`` schema
 (whole calls); terminal ``interaction.completed`` / legacy ``interaction.complete``. Split from
-gemini_interactions.py, which imports it lazily."""
+gemini_interactions.py, which imports it lazily. ``arguments_delta`` steps in the API's compact shape
+are read from the raw event text without the JSON parser (``feed_events``, the fast path of
+``callbound.adapters.stream``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..core.arguments import parse_arguments
+from ..core.model import ProgressCallback
 from ..core.types import (
     ArgumentsProgress,
     CallReady,
@@ -30,10 +35,26 @@ from .gemini_interactions import (
     error_turn,
     turn_from_interaction,
 )
+from .sse import JSON_STRING, RawEvent, simple_event, string_value
+from .stream import decode_raw
+
+# A step.delta with an arguments_delta exactly as the API sends it (WIRE.md 5.6): compact, keys in this
+# order, a string value (JSON_STRING: valid JSON only, so the payload it stands for is known without
+# parsing). Up to 9 index digits ([0-9]: \d would take other scripts' digits); longer ones go the slow
+# way. The payload names its own event_type, so the event: line cannot matter.
+_ARGUMENTS = (
+    r'\{"index":(0|[1-9][0-9]{0,8}),"delta":\{"arguments":"('
+    + JSON_STRING
+    + r')","type":"arguments_delta"\},"event_type":"step\.delta"\}'
+)
+_ARGUMENTS_DATA = re.compile(_ARGUMENTS)
+_ARGUMENTS_EVENT = simple_event(_ARGUMENTS)
 
 
 class _Assembler:
     """Streaming assembly for Interactions events, keyed by step (legacy: content) index."""
+
+    fast_events = _ARGUMENTS_EVENT  # see feed_events
 
     def __init__(self, caps: StreamCaps, model: str | None) -> None:
         self._caps = caps
@@ -119,11 +140,8 @@ class _Assembler:
         elif dtype == "thought_summary":
             item.setdefault("summary", []).append(delta.get("content"))
         elif dtype == "arguments_delta" and isinstance(delta.get("arguments"), str):
-            fragment = delta["arguments"]
-            if not self._count(index, len(fragment.encode("utf-8"))):
-                return []
-            self._args.setdefault(index, []).append(fragment)
-            return [ArgumentsProgress(self._cid(index), self._call_bytes[index])]
+            nbytes = self._arguments(index, delta["arguments"])
+            return [] if nbytes is None else [ArgumentsProgress(self._cid(index), nbytes)]
         elif dtype == "function_call":  # legacy: the whole call in one delta, arguments as an object
             size = len(json.dumps(delta.get("arguments"), ensure_ascii=False).encode("utf-8"))
             if not self._count(index, size):
@@ -135,6 +153,37 @@ class _Assembler:
         elif dtype not in ("text_annotation", "text_annotation_delta"):
             item.update({k: v for k, v in delta.items() if k != "type"})  # built-in tool deltas, whole
         return []
+
+    def _arguments(self, index: int, fragment: str) -> int | None:
+        """Keep one arguments_delta fragment; the call's byte count, or None when a cap tripped."""
+        # UTF-8 length; ASCII needs no encoding. A lone surrogate raises here, as encode() always did.
+        size = len(fragment) if fragment.isascii() else len(fragment.encode("utf-8"))
+        if not self._count(index, size):
+            return None
+        self._args.setdefault(index, []).append(fragment)
+        return self._call_bytes[index]
+
+    def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
+        """``feed`` for raw events (see ``callbound.adapters.stream``). A step.delta carrying an
+        arguments_delta in the exact shape the API sends is read from its match (``fast_events``, or
+        ``_ARGUMENTS_DATA`` on a frame's data) as ``feed`` would read its payload; every other event
+        is decoded and fed whole. Runs once per event, hence inlined."""
+        for event in events:
+            found = _ARGUMENTS_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
+            if found is None:
+                progress = self.feed(decode_raw(event))
+                if on_progress is not None:
+                    for item in progress:
+                        on_progress(item)
+                continue
+            if self._aborted:
+                continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
+            index = int(found[1])
+            fragment = string_value(found, 2)
+            self._items.setdefault(index, {})  # as _delta() does for any delta
+            nbytes = self._arguments(index, fragment)
+            if nbytes is not None and on_progress is not None:
+                on_progress(ArgumentsProgress(self._cid(index), nbytes))
 
     def _stop(self, index: int) -> list[Progress]:
         item = self._items.get(index)

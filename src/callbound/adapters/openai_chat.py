@@ -13,15 +13,19 @@
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
 - Streaming: one chunk per ``data:`` line; tool-call fragments keyed by ``index`` (id and name only
   on the first fragment); the usage chunk has ``choices: []``; the stream is complete only when a
-  finish_reason was seen and ``[DONE]`` arrived. Fragments are kept as lists and joined once.
+  finish_reason was seen and ``[DONE]`` arrived. Fragments are kept as lists and joined once. Chunks
+  that carry only one argument fragment are read from the raw event text without the JSON parser
+  (``feed_events``, the fast path of ``callbound.adapters.stream``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.errors import ProtocolViolation
+from ..core.model import ProgressCallback
 from ..core.registry import ToolDeclaration
 from ..core.types import (
     ArgumentsProgress,
@@ -51,7 +55,8 @@ from .base import (
     too_large_turn,
 )
 from .schema import openai_strict
-from .sse import DONE
+from .sse import DONE, JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
+from .stream import decode_raw
 
 API = "openai-chat"
 PROVIDER = "openai"
@@ -194,6 +199,34 @@ def _error_turn(
     )  # fmt: skip
 
 
+# A chat.completion.chunk that carries one tool-call argument fragment and nothing else (WIRE.md 2.4),
+# as the API sends it: compact, top-level members in any order (each preceded by the opening brace
+# or a comma, so _MEMBER is written once and a repeated key's group keeps its last value, as the
+# parsed dict does), "choices" holding only choice 0 whose delta is one tool_calls entry with only
+# index and function.arguments, no finish_reason. Values are JSON_STRING (valid JSON only) or fixed,
+# so the payload it stands for is known without parsing. Groups: 1 id, 2 model, 3 tool-call index
+# (None when "choices" is absent), 4 arguments. feed() never reads the event name here.
+_CHOICES = (
+    r'\[\{"index":0,"delta":\{"tool_calls":\[\{"index":(0|[1-9][0-9]{0,8}),"function":\{"arguments":"('
+    + JSON_STRING
+    + r')"\}\}\]\}(?:,"logprobs":null)?,"finish_reason":null(?:,"logprobs":null)?\}\]'
+)
+_MEMBER = (
+    rf'(?:"id":"({JSON_STRING})"'
+    r'|"object":"chat\.completion\.chunk"'
+    rf'|"created":{JSON_INT}'
+    rf'|"model":"({JSON_STRING})"'
+    rf'|"system_fingerprint":(?:"{JSON_STRING}"|null)'
+    rf'|"service_tier":(?:"{JSON_STRING}"|null)'
+    rf'|"obfuscation":"{JSON_STRING}"'
+    r'|"usage":null'
+    rf'|"choices":{_CHOICES})'
+)
+_FRAGMENT = rf"\{{(?:(?:(?<=\{{)|(?<!\{{),){_MEMBER})+\}}"
+_FRAGMENT_DATA = re.compile(_FRAGMENT)
+_FRAGMENT_EVENT = simple_event(_FRAGMENT)
+
+
 class _Slot:
     """One streamed tool call: fragments are appended and joined once at the end."""
 
@@ -210,6 +243,8 @@ class _Slot:
 
 class _Assembler:
     """Streaming assembly for chat.completion.chunk events (WIRE.md 2.4)."""
+
+    fast_events = _FRAGMENT_EVENT  # see feed_events
 
     def __init__(self, caps: StreamCaps, model: str | None) -> None:
         self._caps = caps
@@ -305,22 +340,70 @@ class _Assembler:
         if slot.name is None and _str(function.get("name")):
             slot.name = function["name"]
         label = slot.id or key
-        if not slot.started and slot.name is not None:
-            slot.started = True
-            out.append(CallStarted(label, slot.name))
+        started = self._announce(slot, label)
+        if started is not None:
+            out.append(started)
         args = function.get("arguments")
         if not isinstance(args, str):
             return
-        size = len(args.encode("utf-8"))
+        nbytes = self._arguments(slot, args)
+        if nbytes is not None:
+            out.append(ArgumentsProgress(label, nbytes))
+
+    @staticmethod
+    def _announce(slot: _Slot, label: str) -> CallStarted | None:
+        """CallStarted once the call's name is known."""
+        if slot.started or slot.name is None:
+            return None
+        slot.started = True
+        return CallStarted(label, slot.name)
+
+    def _arguments(self, slot: _Slot, args: str) -> int | None:
+        """Keep one argument fragment; the call's byte count, or None when a cap tripped."""
+        # UTF-8 length; ASCII needs no encoding. A lone surrogate raises here, as encode() always did.
+        size = len(args) if args.isascii() else len(args.encode("utf-8"))
         slot.nbytes += size
         self._total += size
         if slot.nbytes > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
             self._aborted = True  # stop buffering; finish() reports TRUNCATED(arguments_too_large)
             self._slots.clear()
             self._legacy = None
-            return
+            return None
         slot.args.append(args)
-        out.append(ArgumentsProgress(label, slot.nbytes))
+        return slot.nbytes
+
+    def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
+        """``feed`` for raw events (see ``callbound.adapters.stream``). A chunk that only carries one
+        tool-call argument fragment (``_FRAGMENT_EVENT``, or ``_FRAGMENT_DATA`` on a frame's data) is
+        read from its match as ``feed`` would read its payload; every other event is decoded and fed
+        whole. Runs once per event, hence inlined."""
+        slots = self._slots  # never rebound: clear() empties it in place
+        for event in events:
+            found = _FRAGMENT_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
+            if found is None or found[3] is None:  # no choices: let feed() decide
+                progress = self.feed(decode_raw(event))
+                if on_progress is not None:
+                    for item in progress:
+                        on_progress(item)
+                continue
+            if self._aborted:
+                continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
+            response_id, model, index_text, args = found.groups()
+            if self._response_id is None and response_id:  # "" is no id, as in feed()
+                self._response_id = string_value(found, 1)
+            if self._model is None and model:
+                self._model = string_value(found, 2)
+            key = int(index_text)
+            slot = slots.get(key)
+            if slot is None:
+                slot = slots[key] = _Slot()
+            label = slot.id or f"#{key}"
+            started = self._announce(slot, label)
+            if started is not None and on_progress is not None:
+                on_progress(started)
+            nbytes = self._arguments(slot, string_value(found, 4) if "\\" in args else args)
+            if nbytes is not None and on_progress is not None:
+                on_progress(ArgumentsProgress(label, nbytes))
 
     def message(self) -> dict[str, Any]:
         """The assistant message as the plain API would have returned it, for the continuation (D8)."""

@@ -12,14 +12,18 @@
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
 - Streaming: final items come from ``response.output_item.done`` keyed by ``output_index`` (the
   terminal snapshot may have an empty ``output``); argument deltas are kept as a list and joined once.
+  Argument deltas made of the members the API sends are read from the raw event text without the
+  JSON parser (``feed_events``, the fast path of ``callbound.adapters.stream``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.errors import ProtocolViolation
+from ..core.model import ProgressCallback
 from ..core.registry import ToolDeclaration
 from ..core.types import (
     ArgumentsProgress,
@@ -49,6 +53,8 @@ from .base import (
     too_large_turn,
 )
 from .schema import openai_strict
+from .sse import JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
+from .stream import decode_raw
 
 API = "openai-responses"
 PROVIDER = "openai"
@@ -238,6 +244,25 @@ def _error_body_turn(
     )
 
 
+# A function-call argument delta (WIRE.md 1.6) as the API sends it: compact, "type" first, then only
+# members it sends (item_id, output_index, delta, sequence_number, obfuscation) in any order, as that
+# order has changed over time. Each value is a JSON integer or string (JSON_STRING: valid JSON only),
+# so the payload it stands for is known without parsing, and a repeated key's group keeps its last
+# value, as the parsed dict does. Groups: 1 item_id, 2 output_index, 3 delta (None when absent). The
+# payload has "type": the event name cannot matter.
+_DELTA = (
+    r'\{"type":"response\.function_call_arguments\.delta"(?:,(?:'
+    rf'"item_id":"({JSON_STRING})"'
+    rf'|"output_index":({JSON_INT})'
+    rf'|"delta":"({JSON_STRING})"'
+    rf'|"sequence_number":{JSON_INT}'
+    rf'|"obfuscation":"{JSON_STRING}"'
+    r"))*\}"
+)
+_DELTA_DATA = re.compile(_DELTA)
+_DELTA_EVENT = simple_event(_DELTA)
+
+
 class _Assembler:
     """Streaming assembly for Responses events (WIRE.md 1.6).
 
@@ -246,6 +271,8 @@ class _Assembler:
     taken from the snapshot. Argument deltas are appended to a list per item and joined once, only
     when a done item lacks its arguments. Byte caps count every argument byte once per call.
     """
+
+    fast_events = _DELTA_EVENT  # see feed_events
 
     def __init__(self, caps: StreamCaps, model: str | None) -> None:
         self._caps = caps
@@ -317,17 +344,10 @@ class _Assembler:
         if kind == "response.function_call_arguments.delta":
             idx = self._index(event)
             delta = event.get("delta")
-            if idx is None or not isinstance(delta, str) or idx in self._done:
+            if idx is None or not isinstance(delta, str):
                 return []
-            size = _utf8_len(delta)
-            self._arg_bytes[idx] = self._arg_bytes.get(idx, 0) + size
-            self._total += size
-            if self._over_caps(self._arg_bytes[idx]):
-                return self._abort()
-            self._args.setdefault(idx, []).append(delta)
-            if idx in self._progress_ids:
-                return [ArgumentsProgress(self._progress_ids[idx], self._arg_bytes[idx])]
-            return []  # no CallStarted yet: nothing may be announced before its call
+            nbytes = self._arguments(idx, delta)
+            return [] if nbytes is None else [ArgumentsProgress(self._progress_ids[idx], nbytes)]
         if kind == "response.output_item.done":
             idx, item = event.get("output_index"), event.get("item")
             if not (isinstance(idx, int) and isinstance(item, dict)):
@@ -363,6 +383,52 @@ class _Assembler:
             self._error = event
             return []
         return []  # text/refusal/reasoning deltas and hosted-tool events: the done items carry them
+
+    def _arguments(self, idx: int, delta: str) -> int | None:
+        """Keep one argument delta of item ``idx``. Returns the call's byte count when an
+        ArgumentsProgress is due, else None (item already done, a cap tripped, or no CallStarted yet:
+        nothing may be announced before its call)."""
+        if idx in self._done:
+            return None
+        size = len(delta) if delta.isascii() else _utf8_len(delta)  # ASCII needs no encoding
+        call_bytes = self._arg_bytes[idx] = self._arg_bytes.get(idx, 0) + size
+        self._total += size
+        if self._over_caps(call_bytes):
+            self._abort()
+            return None
+        fragments = self._args.get(idx)
+        if fragments is None:
+            fragments = self._args[idx] = []
+        fragments.append(delta)
+        return call_bytes if idx in self._progress_ids else None
+
+    def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
+        """``feed`` for raw events (see ``callbound.adapters.stream``). An argument delta made only of
+        the members the API sends (``_DELTA_EVENT``, or ``_DELTA_DATA`` on a frame's data) is read
+        from its match as ``feed`` would read its payload; every other event is decoded and fed whole.
+        Runs once per event, hence inlined."""
+        for event in events:
+            found = _DELTA_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
+            if found is None:
+                progress = self.feed(decode_raw(event))
+                if on_progress is not None:
+                    for item in progress:
+                        on_progress(item)
+                continue
+            if self._aborted:
+                continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
+            item_id, output_index, delta = found.groups()
+            if output_index is not None:
+                idx: int | None = int(output_index)
+            elif item_id is not None:
+                idx = self._item_index.get(string_value(found, 1))
+            else:
+                idx = None
+            if idx is None or delta is None:
+                continue  # feed() ignores a delta it cannot place, or without text
+            nbytes = self._arguments(idx, string_value(found, 3) if "\\" in delta else delta)
+            if nbytes is not None and on_progress is not None:
+                on_progress(ArgumentsProgress(self._progress_ids[idx], nbytes))
 
     def _final_output(self, resp: dict[str, Any]) -> list[dict[str, Any]]:
         snapshot = resp.get("output")

@@ -13,17 +13,25 @@
   object-style arguments in stream events are rejected like those in plain bodies (D5).
 
 Work is linear in the input: each chunk is scanned once; a partial line is kept as a list of pieces
-and joined once, when its line end arrives.
+and joined once, when its line end arrives. Streams are mostly LF-framed one- or two-line events, so a
+chunk without CR is split on blank lines and such events are read whole (``_read_blocks``); every other
+line goes through the per-line reader, which defines the semantics.
+
+Events are handed on as ``Frame`` tuples (event name, data): ``SSEEvent`` objects are built only by the
+public ``feed``/``close``, since a frozen dataclass per event would cost more than reading it. With a
+recogniser (``feed_events``, used by ``callbound.adapters.stream``) an event whose whole text it matches
+is handed on as that match, so an adapter can read its most frequent event without the JSON parser.
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+import json.decoder
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..core.arguments import loads_body
 from ..core.errors import ProtocolViolation
@@ -38,6 +46,42 @@ _NON_DATA_FIELDS = ("event:", "id:", "retry:", ":")
 class SSEEvent:
     event: str | None
     data: str
+
+
+Frame = tuple[str | None, str]  # (event name, data) of one dispatched event
+# What ``feed_events`` hands on: a frame, or the match a recogniser made on an event's whole text.
+RawEvent = Frame | re.Match[str]
+Recogniser = Callable[[str], re.Match[str] | None]
+
+
+def simple_event(data_pattern: str) -> re.Pattern[str]:
+    """A pattern whose ``fullmatch`` is a recogniser for ``SSEReader.feed_events``: it matches the
+    text of an event block ``data: D`` or ``event: N\ndata: D`` (lines without the blank line that
+    ends it) whose data D matches ``data_pattern``. ``data_pattern`` must never match a line end
+    (otherwise several data lines could pass for one), and must only match payloads whose meaning the
+    event name N cannot change (``decode_frame`` adds it as "_event" to a payload without "type"; an
+    adapter that reads its own type field first never looks at it). Its groups keep their numbers."""
+    return re.compile(r"(?:event: [^\n]*\n)?data: (?:" + data_pattern + ")")
+
+
+# The body of a JSON string (between its quotes) as the JSON parser accepts it: characters other than
+# quote, backslash and raw control characters, and valid escapes. Written unrolled, which re runs
+# faster. A data pattern built with it matches valid JSON only, so an event it matches cannot fail to
+# parse. Bodies with a backslash are decoded by ``scan_string``.
+JSON_STRING = r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*'
+# A JSON integer of at most 18 digits, which int() reads as the JSON parser does (longer ones: the slow
+# way, where the parser's own limits apply).
+JSON_INT = r"-?(?:0|[1-9][0-9]{0,17})"
+# The string decoder the JSON parser itself uses (C where available), so an escaped value decodes to
+# the same code points, lone surrogates included: scan_string(text, start) with ``start`` just after
+# the opening quote gives (value, end). typeshed does not list it.
+scan_string: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
+def string_value(found: re.Match[str], group: int) -> str:
+    """The value of the JSON string whose body (``JSON_STRING``) ``group`` matched."""
+    body: str = found[group]
+    return scan_string(found.string, found.start(group))[0] if "\\" in body else body
 
 
 class SSEReader:
@@ -55,6 +99,25 @@ class SSEReader:
         self._started = False
 
     def feed(self, chunk: bytes | str) -> list[SSEEvent]:
+        return [SSEEvent(name, data) for name, data in self.feed_frames(chunk)]
+
+    def close(self) -> list[SSEEvent]:
+        """End of input. Dispatch a last event whose data is complete (D33)."""
+        return [SSEEvent(name, data) for name, data in self.close_frames()]
+
+    def feed_frames(self, chunk: bytes | str) -> list[Frame]:
+        """``feed``, with each event as an (event name, data) tuple."""
+        # Without a recogniser every item is a frame.
+        return cast(list[Frame], self._feed(chunk, None))
+
+    def feed_events(self, chunk: bytes | str, recognise: Recogniser | None) -> list[RawEvent]:
+        """``feed_frames``, but an event whose whole text ``recognise`` matches is handed on as that
+        match instead of a frame, and is not split into lines at all (the common case, made cheap:
+        see ``simple_event`` for what a recogniser may match). Only LF-framed events with nothing
+        carried over from an earlier chunk are offered to it."""
+        return self._feed(chunk, recognise)
+
+    def _feed(self, chunk: bytes | str, recognise: Recogniser | None) -> list[RawEvent]:
         if isinstance(chunk, bytes):
             try:
                 text = self._decoder.decode(chunk)
@@ -85,15 +148,63 @@ class SSEReader:
             self._parts.append(tail)
         # A CR that ends the chunk may be the first half of a CRLF whose LF comes in the next chunk.
         self._pending_cr = not tail and head.endswith("\r")
-        out: list[SSEEvent] = []
-        lines = _LINE_END.split(head)
+        out: list[RawEvent] = []
+        if self._mode == "sse" and "\r" not in head:
+            self._read_blocks(head, recognise, out)
+        else:
+            self._read_lines(head, out)
+        return out
+
+    def _read_lines(self, text: str, out: list[RawEvent]) -> None:
+        """Whole lines (``text`` ends with a line end), one at a time."""
+        lines = _LINE_END.split(text)
         lines.pop()  # the empty string after the last line end
         for line in lines:
             self._line(line, out)
-        return out
 
-    def close(self) -> list[SSEEvent]:
-        """End of input. Dispatch a last event whose data is complete (D33)."""
+    def _read_blocks(self, text: str, recognise: Recogniser | None, out: list[RawEvent]) -> None:
+        """Whole LF-ended lines in SSE mode, the same as ``_read_lines`` but a block at a time.
+
+        Splitting on "\n\n" keeps the line sequence: each block but the last is its lines followed by
+        one blank line (dispatch); the last block holds the lines of an event not yet ended. Only the
+        first block can continue an event begun before (its lines are read one by one); every other
+        block starts clean, so a block ``data: X`` or ``event: N\ndata: X`` is dispatched as (None, X)
+        or (N, X) directly, which is exactly what its lines and blank line would do. Any other block
+        (``data:`` without a space, several data lines, comments, ``id:``, extra blank lines) is read
+        by lines.
+        """
+        blocks = text.split("\n\n")
+        rest = blocks.pop()
+        if blocks and (self._data or self._event is not None):
+            self._read_block_lines(blocks[0], out)
+            del blocks[0]
+        for block in blocks:
+            if recognise is not None:
+                found = recognise(block)
+                if found is not None:
+                    out.append(found)
+                    continue
+            if block.startswith("data: "):
+                if "\n" not in block:
+                    out.append((None, block[6:]))
+                    continue
+            else:
+                # One partition call tells the two-line shape apart (fewer calls than find()s).
+                first, sep, data = block.partition("\ndata: ")
+                if sep and "\n" not in data and "\n" not in first and first.startswith("event: "):
+                    out.append((first[7:], data))
+                    continue
+            self._read_block_lines(block, out)
+        if rest:
+            self._read_lines(rest, out)
+
+    def _read_block_lines(self, block: str, out: list[RawEvent]) -> None:
+        for line in block.split("\n"):
+            self._line(line, out)
+        self._line("", out)
+
+    def close_frames(self) -> list[Frame]:
+        """``close``, with each event as an (event name, data) tuple (never a recogniser's match)."""
         cut_character = False
         try:
             tail = self._decoder.decode(b"", final=True)
@@ -101,7 +212,7 @@ class SSEReader:
             tail, cut_character = "", True
         rest = "".join(self._parts) + tail
         self._parts = []
-        out: list[SSEEvent] = []
+        out: list[RawEvent] = []
         if rest or cut_character:
             if not cut_character and self._line_is_complete(rest):
                 self._line(rest, out)
@@ -111,10 +222,10 @@ class SSEReader:
         if self._data:
             data = "\n".join(self._data)
             if _complete_json(data):
-                out.append(SSEEvent(self._event, data))
+                out.append((self._event, data))
         self._data = []
         self._event = None
-        return out
+        return cast(list[Frame], out)  # _line only makes frames
 
     def _line_is_complete(self, line: str) -> bool:
         if self._mode == "jsonl" or (self._mode is None and line.lstrip().startswith(("{", "["))):
@@ -124,7 +235,7 @@ class SSEReader:
             return _complete_json("\n".join([*self._data, value]))
         return False
 
-    def _line(self, line: str, out: list[SSEEvent]) -> None:
+    def _line(self, line: str, out: list[RawEvent]) -> None:
         if self._mode is None:
             stripped = line.strip()
             if not stripped:
@@ -133,11 +244,11 @@ class SSEReader:
             self._mode = "jsonl" if jsonl else "sse"
         if self._mode == "jsonl":
             if line.strip():
-                out.append(SSEEvent(None, line.strip()))
+                out.append((None, line.strip()))
             return
         if not line:
             if self._data:
-                out.append(SSEEvent(self._event, "\n".join(self._data)))
+                out.append((self._event, "\n".join(self._data)))
             self._data = []
             self._event = None
             return
@@ -165,7 +276,12 @@ def _complete_json(data: str) -> bool:
 
 def decode_event(ev: SSEEvent) -> dict[str, Any] | str:
     """The payload of one event: a dict, or ``"[DONE]"``. Raises ``ProtocolViolation`` for non-JSON."""
-    data = ev.data.strip()
+    return decode_frame(ev.event, ev.data)
+
+
+def decode_frame(event: str | None, data: str) -> dict[str, Any] | str:
+    """``decode_event`` for an (event name, data) frame."""
+    data = data.strip()
     if data == DONE:
         return DONE
     try:
@@ -174,9 +290,9 @@ def decode_event(ev: SSEEvent) -> dict[str, Any] | str:
         raise ProtocolViolation(f"stream event is not JSON: {data[:80]!r}") from exc
     if not isinstance(value, dict):
         raise ProtocolViolation(f"stream event is not a JSON object: {data[:80]!r}")
-    if ev.event and "type" not in value and ev.event not in ("message",):
+    if event and "type" not in value and event not in ("message",):
         # Some servers only name the event on the event: line; keep it where adapters look.
-        value.setdefault("_event", ev.event)
+        value.setdefault("_event", event)
     return value
 
 
@@ -184,10 +300,10 @@ def iter_payloads(chunks: Iterable[bytes | str]) -> Iterator[dict[str, Any] | st
     """Decode a whole stream (SSE or JSON-lines), yielding payloads in order."""
     reader = SSEReader()
     for chunk in chunks:
-        for ev in reader.feed(chunk):
-            yield decode_event(ev)
-    for ev in reader.close():
-        yield decode_event(ev)
+        for name, data in reader.feed_frames(chunk):
+            yield decode_frame(name, data)
+    for name, data in reader.close_frames():
+        yield decode_frame(name, data)
 
 
 def looks_like_stream(text: str) -> str:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from ..adapters import get as get_adapter
-from ..adapters.sse import SSEReader, decode_event, looks_like_stream
+from ..adapters.sse import looks_like_stream
+from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.types import ModelTurn
 
@@ -48,15 +48,12 @@ def parse_input(api: str, data: bytes) -> dict[str, Any]:
             return turn_json(adapter.parse_response(data))
         except ProtocolViolation as exc:
             raise UsageError(f"cannot read the body: {exc}") from exc
-    asm = adapter.stream_assembler()
-    reader = SSEReader()
-    events = 0
+    stream = StreamFeed(adapter.stream_assembler())
     try:
-        for ev in [*reader.feed(data), *reader.close()]:
-            asm.feed(decode_event(ev))
-            events += 1
+        stream.feed(data)
+        stream.close()
     except ProtocolViolation as exc:
         raise UsageError(f"cannot read the stream: {exc}") from exc
-    if events == 0:
+    if stream.events == 0:
         raise UsageError("no stream events found in the input")
-    return turn_json(asm.finish(hashlib.sha256(data).hexdigest()))
+    return turn_json(stream.finish())

@@ -17,14 +17,13 @@ version stamp.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..adapters.base import Adapter, StreamCaps
-from ..adapters.sse import SSEReader, decode_event
+from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn
@@ -170,32 +169,22 @@ async def feed_stream(
     ``finish`` gets the SHA-256 of every byte received. A stream that breaks mid-way (an exception in
     ``broken``, or an event that is not JSON) simply ends there: the assembler says TRUNCATED
     (``stream_interrupted``, retryable) when its terminal event never came (D1, D26)."""
-    asm = adapter.stream_assembler(caps, model=model)
-    digest = hashlib.sha256()
-    reader = SSEReader()
-
-    def feed(events: list[Any]) -> None:
-        for ev in events:
-            for progress in asm.feed(decode_event(ev)):
-                if on_progress is not None:
-                    on_progress(progress)
-
+    stream = StreamFeed(adapter.stream_assembler(caps, model=model), on_progress)
     try:
         async for chunk in chunks:
             if not chunk:
                 continue
-            digest.update(chunk)
-            feed(reader.feed(chunk))
-            if asm.aborted:
+            stream.feed(chunk)
+            if stream.aborted:
                 break
         else:
-            feed(reader.close())
+            stream.close()
     except ProtocolViolation:
         pass  # garbage on the wire: the stream is unusable from here on, like a cut one
     except broken:
         with contextlib.suppress(ProtocolViolation):
-            feed(reader.close())  # D33: a last event whose data is complete still counts
-    return asm.finish(digest.hexdigest())
+            stream.close()  # D33: a last event whose data is complete still counts
+    return stream.finish()
 
 
 def stamp_sdk_version(turn: ModelTurn, sdk_version: str) -> ModelTurn:

@@ -1,0 +1,114 @@
+"""The one path from streamed response bytes to a ``ModelTurn``: SSE reader → payloads → assembler.
+
+Transports, ``callbound parse`` and ``ScriptedModel`` all read streams through ``StreamFeed``, and so
+does the streaming benchmark, so what is measured is what runs.
+
+Fast path. Most events of a long stream are argument fragments of one fixed shape. An assembler may
+name that shape (``fast_events``, a ``simple_event`` pattern) and take raw events itself
+(``feed_events``): the reader then hands it the pattern's match for each event whose text matches,
+without splitting it into lines or building a frame, and the assembler reads the fragment from the
+match without building the payload dict. Every other event arrives as an (event name, data) frame.
+An assembler's ``feed_events`` must behave exactly as the module function ``feed_events``, which
+decodes every event and calls ``feed``: same turn, same progress events in the same order, same
+exception at the same event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ..core.model import ProgressCallback
+from ..core.types import ModelTurn
+from .base import StreamAssembler
+from .sse import Frame, RawEvent, Recogniser, SSEReader, decode_frame
+
+
+@runtime_checkable
+class FastAssembler(StreamAssembler, Protocol):
+    """A stream assembler with a fast path (see the module docstring)."""
+
+    fast_events: re.Pattern[str]  # made by sse.simple_event
+
+    def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None: ...
+
+
+def frame_of(event: RawEvent) -> Frame:
+    """The (event name, data) frame of a raw event. A match covers the whole text of a
+    ``data: D`` or ``event: N\\ndata: D`` block (``simple_event``)."""
+    if isinstance(event, tuple):
+        return event
+    text = event.string
+    if text.startswith("data: "):
+        return None, text[6:]
+    line_end = text.index("\n")
+    return text[7:line_end], text[line_end + 7 :]
+
+
+def decode_raw(event: RawEvent) -> dict[str, Any] | str:
+    """The payload of a raw event, as ``decode_frame`` makes it."""
+    return decode_frame(*frame_of(event))
+
+
+def feed_events(
+    assembler: StreamAssembler, events: Sequence[RawEvent], on_progress: ProgressCallback | None
+) -> None:
+    """Decode each event and feed it: the reference every ``feed_events`` method must match.
+
+    An event that is not JSON raises ``ProtocolViolation`` after the events before it were fed."""
+    for event in events:
+        progress = assembler.feed(decode_raw(event))
+        if on_progress is not None:
+            for item in progress:
+                on_progress(item)
+
+
+class StreamFeed:
+    """Feed raw chunks as they arrive, ``close`` at the end of input, then ``finish``.
+
+    ``feed`` and ``close`` raise ``ProtocolViolation`` for input that is not UTF-8 or an event that
+    is not JSON; the events before it have been fed. ``finish`` hands the assembler the SHA-256 of
+    every byte fed (D7). ``events`` counts the events fed."""
+
+    __slots__ = ("_digest", "_feed_events", "_on_progress", "_reader", "_recognise", "assembler", "events")
+
+    def __init__(self, assembler: StreamAssembler, on_progress: ProgressCallback | None = None) -> None:
+        self.assembler = assembler
+        self.events = 0
+        self._on_progress = on_progress
+        self._reader = SSEReader()
+        self._digest = hashlib.sha256()
+        self._recognise: Recogniser | None = None
+        self._feed_events: Callable[[Sequence[RawEvent], ProgressCallback | None], None] = self._reference
+        if isinstance(assembler, FastAssembler):
+            self._recognise = assembler.fast_events.fullmatch
+            self._feed_events = assembler.feed_events
+
+    @property
+    def aborted(self) -> bool:
+        """A byte cap tripped: the caller may stop reading (``finish`` says TRUNCATED)."""
+        return self.assembler.aborted
+
+    def feed(self, chunk: bytes) -> None:
+        self._digest.update(chunk)
+        self._dispatch(self._reader.feed_events(chunk, self._recognise))
+
+    def close(self) -> None:
+        """End of input: a last event whose data is complete still counts (D33)."""
+        self._dispatch(self._reader.close_frames())
+
+    def finish(self) -> ModelTurn:
+        return self.assembler.finish(self._digest.hexdigest())
+
+    def _dispatch(self, events: Sequence[RawEvent]) -> None:
+        if events:
+            self._feed_events(events, self._on_progress)
+            self.events += len(events)
+
+    def _reference(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
+        feed_events(self.assembler, events, on_progress)
+
+
+__all__ = ["FastAssembler", "StreamFeed", "decode_raw", "feed_events", "frame_of"]
