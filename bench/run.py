@@ -509,7 +509,8 @@ def section_streaming(cfg: Config, rep: Report) -> None:
                 sdk[(api, size)] = w.data
             over = bool(sdk[(api, size)].get("timeout"))
     t = Table(
-        "Streaming assembly of one tool call (callbound: bytes → SSEReader → decode_event → assembler → "
+        "Streaming assembly of one tool call (callbound: bytes → StreamFeed: SSE framing, then each event decoded or, "
+        "for argument deltas of the exact provider shape, read by a fast path → assembler → "
         "finish, SHA-256 of the raw bytes included)",
         [
             "API",

@@ -766,7 +766,10 @@ def _tool_stream(*fragments: str, eol: str = "\n") -> bytes:
     ("fragments", "outcome"),
     [
         (['"{\\"a\\": \\"\\u00e9\\ud83d\\ude00\\"}"'], {"a": "\u00e9\U0001f600"}),  # escapes, surrogate pair
-        (['"{\\"a\\": \\"\\ud83d"', '"\\ude00\\"}"'], UnicodeEncodeError),  # a pair split over deltas
+        (
+            ['"{\\"a\\": \\"\\ud83d"', '"\\ude00\\"}"'],
+            {"a": "\U0001f600"},
+        ),  # a pair split over deltas: rejoined
         (['"{\\"a\\":1,"', '"\\"a\\":2}"'], "duplicate"),  # duplicate keys in the joined text (D5)
         (['"{\\"a\\":\\x1}"'], "not JSON"),  # a bad escape: the full parser rejects the event
         (['"{\\"a\\":\\u12}"'], "not JSON"),
@@ -844,7 +847,10 @@ def _step_stream(*fragments: str, index: int = 0, jsonl: bool = False) -> bytes:
     ("fragments", "outcome"),
     [
         (['"{\\"a\\": \\"\\u00e9\\ud83d\\ude00\\"}"'], {"a": "\u00e9\U0001f600"}),
-        (['"{\\"a\\": \\"\\ud83d"', '"\\ude00\\"}"'], UnicodeEncodeError),  # a pair split over deltas
+        (
+            ['"{\\"a\\": \\"\\ud83d"', '"\\ude00\\"}"'],
+            {"a": "\U0001f600"},
+        ),  # a pair split over deltas: rejoined
         (['"{\\"a\\":1,"', '"\\"a\\":2}"'], "duplicate"),
         (['"{\\"a\\":\\x1}"'], "not JSON"),
         (['"{}"', '"\x01"'], "not JSON"),
@@ -1031,7 +1037,10 @@ def test_chat_chunk_members(data: str) -> None:
     ("fragments", "outcome"),
     [
         (['"{\\"a\\": \\"\\u00e9\\ud83d\\ude00\\"}"'], {"a": "\u00e9\U0001f600"}),
-        (['"{\\"a\\": \\"\\ud83d"', '"\\ude00\\"}"'], UnicodeEncodeError),  # a pair split over chunks
+        (
+            ['"{\\"a\\": \\"\\ud83d"', '"\\ude00\\"}"'],
+            {"a": "\U0001f600"},
+        ),  # a pair split over chunks: rejoined
         (['"{\\"a\\":1,"', '"\\"a\\":2}"'], "duplicate"),
         (['"{\\"a\\":\\x1}"'], "not JSON"),
         (['"{}"', '"\x01"'], "not JSON"),

@@ -49,6 +49,7 @@ from .base import (
     decode_body,
     failure_turn,
     http_retryable,
+    join_fragments,
     make_call,
     map_failure,
     result_text,
@@ -56,6 +57,7 @@ from .base import (
     stream_cut_turn,
     synthetic_response_id,
     too_large_turn,
+    utf8_len,
 )
 from .schema import inline_refs
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
@@ -313,8 +315,7 @@ class _Assembler:
         tool_use argument text (an ArgumentsProgress is due), else None."""
         json_text = field == "partial_json"
         if json_text:
-            # UTF-8 length; ASCII needs no encoding. A lone surrogate raises here, as encode() always did.
-            size = len(value) if value.isascii() else len(value.encode("utf-8"))
+            size = utf8_len(value)  # never raises: one half of a split surrogate pair counts 2 bytes
             block.nbytes += size
             self._total += size
             if block.nbytes > self._max_call_bytes or self._total > self._max_response_bytes:
@@ -372,7 +373,7 @@ class _Assembler:
             ]
         fragments = block.parts.get("partial_json")
         if fragments is not None:
-            joined = "".join(fragments)
+            joined = join_fragments(fragments)  # puts back a surrogate pair split over two deltas
             if joined.strip():
                 try:
                     parsed = loads_body(joined)  # marks duplicate keys for make_call to reject (D5)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -160,6 +161,29 @@ def make_call(
         output_index=output_index,
         synthetic_id=synthetic,
     )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_len(text: str) -> int:
+    """UTF-8 bytes of streamed argument text, for the byte caps. Never raises: a lone surrogate (one
+    half of a character outside the BMP whose escaped halves arrived in two deltas) counts 2 bytes,
+    half of the character's 4."""
+    if text.isascii():
+        return len(text)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    return size - len(_SURROGATE.findall(text)) if size != len(text) else size
+
+
+def join_fragments(fragments: list[str]) -> str:
+    """Join argument deltas once (linear). A character outside the BMP whose escaped surrogate halves
+    arrived in two deltas is put back together; a surrogate with no partner stays, and the arguments'
+    parser rejects it (INVALID_ARGUMENTS), as for any text that is not Unicode."""
+    text = "".join(fragments)
+    if not text.isascii() and _SURROGATE.search(text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return text
 
 
 def result_text(model_result: dict[str, Any]) -> str:

@@ -24,8 +24,10 @@ from ..core.types import (
 )
 from .base import (
     StreamCaps,
+    join_fragments,
     stream_cut_turn,
     too_large_turn,
+    utf8_len,
 )
 from .gemini_interactions import (
     _TERMINAL,
@@ -143,7 +145,7 @@ class _Assembler:
             nbytes = self._arguments(index, delta["arguments"])
             return [] if nbytes is None else [ArgumentsProgress(self._cid(index), nbytes)]
         elif dtype == "function_call":  # legacy: the whole call in one delta, arguments as an object
-            size = len(json.dumps(delta.get("arguments"), ensure_ascii=False).encode("utf-8"))
+            size = utf8_len(json.dumps(delta.get("arguments"), ensure_ascii=False))
             if not self._count(index, size):
                 return []
             item.update(delta)
@@ -156,8 +158,7 @@ class _Assembler:
 
     def _arguments(self, index: int, fragment: str) -> int | None:
         """Keep one arguments_delta fragment; the call's byte count, or None when a cap tripped."""
-        # UTF-8 length; ASCII needs no encoding. A lone surrogate raises here, as encode() always did.
-        size = len(fragment) if fragment.isascii() else len(fragment.encode("utf-8"))
+        size = utf8_len(fragment)  # never raises: one half of a split surrogate pair counts 2 bytes
         if not self._count(index, size):
             return None
         self._args.setdefault(index, []).append(fragment)
@@ -192,7 +193,7 @@ class _Assembler:
         fragments = self._args.pop(index, None)
         if item.get("type") == "function_call":
             if fragments:
-                raw = self._raw[index] = "".join(fragments)
+                raw = self._raw[index] = join_fragments(fragments)
                 parsed, _ = parse_arguments(raw)
                 # The object goes back in the continuation; unparseable text stays as received and the
                 # call carries the arguments error.
@@ -203,7 +204,7 @@ class _Assembler:
     def _build(self, index: int, item: dict[str, Any]) -> dict[str, Any]:
         texts = self._texts.get(index)
         if item.get("type") == "function_call" and self._args.get(index):  # no step.stop came
-            raw = self._raw[index] = "".join(self._args[index])
+            raw = self._raw[index] = join_fragments(self._args[index])
             parsed, _ = parse_arguments(raw)
             item = {**item, "arguments": parsed if parsed is not None else raw}
         if texts is None:

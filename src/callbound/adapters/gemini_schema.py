@@ -60,6 +60,7 @@ import re
 from typing import Any
 
 from ..core.errors import UnsupportedSchema
+from .base import utf8_len
 from .schema import inline_refs
 
 _TYPES = {"string", "number", "integer", "boolean", "array", "object"}
@@ -310,7 +311,7 @@ class PartialArgs:
             return 0
         if isinstance(entry.get("stringValue"), str):
             value: Any = entry["stringValue"]
-            size = len(value.encode("utf-8"))
+            size = utf8_len(value)  # never raises on half of a split surrogate pair
         elif "numberValue" in entry or "boolValue" in entry:
             value = entry["numberValue"] if "numberValue" in entry else entry["boolValue"]
             size = len(json.dumps(value))

@@ -21,6 +21,7 @@ from .base import (
     failure_turn,
     stream_cut_turn,
     too_large_turn,
+    utf8_len,
 )
 from .gemini_generate import API, _count, _first_candidate, _provenance, error_turn, turn_from_body
 from .gemini_schema import PartialArgs
@@ -153,9 +154,7 @@ class _Assembler:
         index = len(self._parts)
         if "name" in fc and "partialArgs" not in fc and fc.get("willContinue") is not True:
             cid = self._cid(index, fc.get("id"))
-            size = len(
-                json.dumps(fc.get("args", {}), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-            )
+            size = utf8_len(json.dumps(fc.get("args", {}), ensure_ascii=False, separators=(",", ":")))
             if not self._count(index, size):
                 return []
             self._parts.append(part)

@@ -46,6 +46,7 @@ from .base import (
     decode_body,
     failure_turn,
     http_retryable,
+    join_fragments,
     make_call,
     map_failure,
     result_text,
@@ -53,6 +54,7 @@ from .base import (
     stream_cut_turn,
     synthetic_response_id,
     too_large_turn,
+    utf8_len,
 )
 from .schema import openai_strict
 from .sse import DONE, JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
@@ -360,8 +362,7 @@ class _Assembler:
 
     def _arguments(self, slot: _Slot, args: str) -> int | None:
         """Keep one argument fragment; the call's byte count, or None when a cap tripped."""
-        # UTF-8 length; ASCII needs no encoding. A lone surrogate raises here, as encode() always did.
-        size = len(args) if args.isascii() else len(args.encode("utf-8"))
+        size = utf8_len(args)  # never raises: one half of a split surrogate pair counts 2 bytes
         slot.nbytes += size
         self._total += size
         if slot.nbytes > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
@@ -418,12 +419,15 @@ class _Assembler:
                 {
                     "id": slot.id or "",
                     "type": slot.type or "function",
-                    "function": {"name": slot.name or "", "arguments": "".join(slot.args)},
+                    "function": {"name": slot.name or "", "arguments": join_fragments(slot.args)},
                 }
                 for slot in (self._slots[k] for k in sorted(self._slots))
             ]
         if self._legacy is not None:
-            msg["function_call"] = {"name": self._legacy.name or "", "arguments": "".join(self._legacy.args)}
+            msg["function_call"] = {
+                "name": self._legacy.name or "",
+                "arguments": join_fragments(self._legacy.args),
+            }
         return msg
 
     def finish(self, raw_sha256: str) -> ModelTurn:

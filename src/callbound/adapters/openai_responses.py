@@ -44,6 +44,7 @@ from .base import (
     decode_body,
     failure_turn,
     http_retryable,
+    join_fragments,
     make_call,
     map_failure,
     result_text,
@@ -51,6 +52,7 @@ from .base import (
     stream_cut_turn,
     synthetic_response_id,
     too_large_turn,
+    utf8_len,
 )
 from .schema import openai_strict
 from .sse import JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
@@ -76,22 +78,6 @@ def _usage(raw: Any) -> Usage:
         return Usage()
     # D27: input_tokens already includes cached tokens; output_tokens includes reasoning tokens.
     return Usage(_count(raw.get("input_tokens")), _count(raw.get("output_tokens")))
-
-
-def _utf8_len(text: str) -> int:
-    """UTF-8 bytes of argument text. Never raises: a lone surrogate (one half of a character outside
-    the BMP whose escaped halves arrived in two deltas) counts 2 bytes, half of the character's 4."""
-    size = len(text.encode("utf-8", "surrogatepass"))
-    return size - sum(1 for ch in text if "\ud800" <= ch <= "\udfff") if size != len(text) else size
-
-
-def _join_fragments(fragments: list[str]) -> str:
-    """Join argument deltas once (linear). A character outside the BMP whose escaped surrogate halves
-    arrived in two deltas is put back together."""
-    text = "".join(fragments)
-    if any("\ud800" <= ch <= "\udfff" for ch in text):
-        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    return text
 
 
 def _error_fields(err: Any) -> tuple[str | None, str | None]:
@@ -359,9 +345,9 @@ class _Assembler:
                 arguments = item.get("arguments")
                 fragments = self._args.pop(idx, None)
                 if not isinstance(arguments, str) and fragments is not None:
-                    arguments = _join_fragments(fragments)
+                    arguments = join_fragments(fragments)
                     item = {**item, "arguments": arguments}
-                size = _utf8_len(arguments) if isinstance(arguments, str) else 0
+                size = utf8_len(arguments) if isinstance(arguments, str) else 0
                 seen = self._arg_bytes.get(idx, 0)
                 if size > seen:  # bytes no delta carried (a done-only call) count too
                     self._total += size - seen
@@ -390,7 +376,7 @@ class _Assembler:
         nothing may be announced before its call)."""
         if idx in self._done:
             return None
-        size = len(delta) if delta.isascii() else _utf8_len(delta)  # ASCII needs no encoding
+        size = len(delta) if delta.isascii() else utf8_len(delta)  # ASCII needs no encoding
         call_bytes = self._arg_bytes[idx] = self._arg_bytes.get(idx, 0) + size
         self._total += size
         if self._over_caps(call_bytes):
@@ -444,7 +430,7 @@ class _Assembler:
                 # argument text cannot parse, so the call then carries an arguments_error.
                 item = self._items[i]
                 if item.get("type") == "function_call" and not item.get("arguments") and i in self._args:
-                    item = {**item, "arguments": _join_fragments(self._args[i])}
+                    item = {**item, "arguments": join_fragments(self._args[i])}
             if item is not None:
                 output.append(item)
         return output
@@ -453,7 +439,7 @@ class _Assembler:
         total = 0
         for item in output:
             if item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
-                size = _utf8_len(item["arguments"])
+                size = utf8_len(item["arguments"])
                 total += size
                 if size > self._caps.max_call_bytes:
                     return True
