@@ -1105,9 +1105,9 @@ def test_interactions_deltas_skip_the_json_parser(monkeypatch: pytest.MonkeyPatc
 
 
 def test_responses_deltas_skip_the_json_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    from callbound.adapters import openai_responses
+    from callbound.adapters import openai_responses_stream
 
-    slow = _count_slow_decodes(monkeypatch, openai_responses)
+    slow = _count_slow_decodes(monkeypatch, openai_responses_stream)
     fragments = [json.dumps(f) for f in ['{"a": "', "b\u00e9\\", '"}']] * 50
     for order in ("wire", "old", "last", "item id only"):
         for eol in ("\n", "\r\n"):
@@ -1119,9 +1119,9 @@ def test_responses_deltas_skip_the_json_parser(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_chat_fragments_skip_the_json_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    from callbound.adapters import openai_chat
+    from callbound.adapters import openai_chat_stream
 
-    slow = _count_slow_decodes(monkeypatch, openai_chat)
+    slow = _count_slow_decodes(monkeypatch, openai_chat_stream)
     fragments = [json.dumps(f) for f in ['{"a": "', "b\u00e9\\", '"}']] * 50
     for eol in ("\n", "\r\n"):
         slow.clear()

@@ -1,0 +1,281 @@
+"""OpenAI Chat Completions stream assembly: chunks (WIRE.md 2.4) into one turn. Argument fragments
+are capped in bytes and never executed before the finish; chunks of the exact shape the API sends for
+one fragment take a fast path that reads them without a JSON parse."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.model import ProgressCallback
+from ..core.types import (
+    ArgumentsProgress,
+    CallReady,
+    CallStarted,
+    ModelTurn,
+    Progress,
+)
+from .base import (
+    StreamCaps,
+    join_fragments,
+    stream_cut_turn,
+    too_large_turn,
+    utf8_len,
+)
+from .openai_chat import (
+    API,
+    _error_turn,
+    _provenance,
+    _str,
+    turn_from_completion,
+)
+from .sse import DONE, JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
+from .stream import decode_raw
+
+# A chat.completion.chunk that carries one tool-call argument fragment and nothing else (WIRE.md 2.4),
+# as the API sends it: compact, top-level members in any order (each preceded by the opening brace
+# or a comma, so _MEMBER is written once and a repeated key's group keeps its last value, as the
+# parsed dict does), "choices" holding only choice 0 whose delta is one tool_calls entry with only
+# index and function.arguments, no finish_reason. Values are JSON_STRING (valid JSON only) or fixed,
+# so the payload it stands for is known without parsing. Groups: 1 id, 2 model, 3 tool-call index
+# (None when "choices" is absent), 4 arguments. feed() never reads the event name here.
+_CHOICES = (
+    r'\[\{"index":0,"delta":\{"tool_calls":\[\{"index":(0|[1-9][0-9]{0,8}),"function":\{"arguments":"('
+    + JSON_STRING
+    + r')"\}\}\]\}(?:,"logprobs":null)?,"finish_reason":null(?:,"logprobs":null)?\}\]'
+)
+_MEMBER = (
+    rf'(?:"id":"({JSON_STRING})"'
+    r'|"object":"chat\.completion\.chunk"'
+    rf'|"created":{JSON_INT}'
+    rf'|"model":"({JSON_STRING})"'
+    rf'|"system_fingerprint":(?:"{JSON_STRING}"|null)'
+    rf'|"service_tier":(?:"{JSON_STRING}"|null)'
+    rf'|"obfuscation":"{JSON_STRING}"'
+    r'|"usage":null'
+    rf'|"choices":{_CHOICES})'
+)
+_FRAGMENT = rf"\{{(?:(?:(?<=\{{)|(?<!\{{),){_MEMBER})+\}}"
+_FRAGMENT_DATA = re.compile(_FRAGMENT)
+_FRAGMENT_EVENT = simple_event(_FRAGMENT)
+
+
+class _Slot:
+    """One streamed tool call: fragments are appended and joined once at the end."""
+
+    __slots__ = ("args", "id", "name", "nbytes", "started", "type")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.type: str | None = None
+        self.name: str | None = None
+        self.args: list[str] = []
+        self.nbytes = 0
+        self.started = False
+
+
+class _Assembler:
+    """Streaming assembly for chat.completion.chunk events (WIRE.md 2.4)."""
+
+    fast_events = _FRAGMENT_EVENT  # see feed_events
+
+    def __init__(self, caps: StreamCaps, model: str | None) -> None:
+        self._caps = caps
+        self._model = model
+        self._response_id: str | None = None
+        self._role: str = "assistant"
+        self._content: list[str] | None = None
+        self._refusal: list[str] | None = None
+        self._slots: dict[int, _Slot] = {}
+        self._legacy: _Slot | None = None
+        self._usage: dict[str, Any] | None = None
+        self._finish_reason: str | None = None
+        self._done = False
+        self._error: dict[str, Any] | None = None
+        self._total = 0
+        self._aborted = False
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    def feed(self, event: dict[str, Any] | str) -> list[Progress]:
+        if self._aborted:
+            return []
+        if event == DONE:
+            self._done = True
+            return []
+        if not isinstance(event, dict):
+            return []
+        if isinstance(event.get("error"), dict):  # an error object instead of a chunk, after HTTP 200
+            self._error = event["error"]
+            return []
+        if self._response_id is None and _str(event.get("id")):
+            self._response_id = event["id"]
+        if self._model is None and _str(event.get("model")):
+            self._model = event["model"]
+        if isinstance(event.get("usage"), dict):
+            self._usage = event["usage"]
+        out: list[Progress] = []
+        for choice in event.get("choices") or []:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._choice(choice, out)
+        return out
+
+    def _choice(self, choice: dict[str, Any], out: list[Progress]) -> None:
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            if _str(delta.get("role")):
+                self._role = delta["role"]
+            if isinstance(delta.get("content"), str):
+                self._content = self._content if self._content is not None else []
+                self._content.append(delta["content"])
+            if isinstance(delta.get("refusal"), str):
+                self._refusal = self._refusal if self._refusal is not None else []
+                self._refusal.append(delta["refusal"])
+            for position, frag in enumerate(delta.get("tool_calls") or []):
+                if isinstance(frag, dict):
+                    key = self._key_for(frag, position)
+                    slot = self._slots.setdefault(key, _Slot())
+                    self._fragment(slot, f"#{key}", frag.get("function"), frag, out)
+                    if self._aborted:
+                        return
+            if isinstance(delta.get("function_call"), dict):
+                self._legacy = self._legacy or _Slot()
+                self._fragment(self._legacy, "#legacy", delta["function_call"], {}, out)
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and self._finish_reason is None:
+            self._finish_reason = reason
+            # Chat has no per-call done event: the finish_reason chunk closes every call at once.
+            for key in sorted(self._slots):
+                out.append(CallReady(self._slots[key].id or f"#{key}"))
+            if self._legacy is not None:
+                out.append(CallReady("#legacy"))
+
+    def _key_for(self, frag: dict[str, Any], position: int) -> int:
+        index = frag.get("index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            return index
+        # Some compatible servers omit index: an id opens a new call, otherwise extend the last one.
+        if not self._slots:
+            return position
+        return max(self._slots) + 1 if _str(frag.get("id")) else max(self._slots)
+
+    def _fragment(
+        self, slot: _Slot, key: str, function: Any, frag: dict[str, Any], out: list[Progress]
+    ) -> None:
+        if slot.id is None and _str(frag.get("id")):
+            slot.id = frag["id"]
+        if slot.type is None and _str(frag.get("type")):
+            slot.type = frag["type"]
+        if not isinstance(function, dict):
+            return
+        if slot.name is None and _str(function.get("name")):
+            slot.name = function["name"]
+        label = slot.id or key
+        started = self._announce(slot, label)
+        if started is not None:
+            out.append(started)
+        args = function.get("arguments")
+        if not isinstance(args, str):
+            return
+        nbytes = self._arguments(slot, args)
+        if nbytes is not None:
+            out.append(ArgumentsProgress(label, nbytes))
+
+    @staticmethod
+    def _announce(slot: _Slot, label: str) -> CallStarted | None:
+        """CallStarted once the call's name is known."""
+        if slot.started or slot.name is None:
+            return None
+        slot.started = True
+        return CallStarted(label, slot.name)
+
+    def _arguments(self, slot: _Slot, args: str) -> int | None:
+        """Keep one argument fragment; the call's byte count, or None when a cap tripped."""
+        size = utf8_len(args)  # never raises: one half of a split surrogate pair counts 2 bytes
+        slot.nbytes += size
+        self._total += size
+        if slot.nbytes > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
+            self._aborted = True  # stop buffering; finish() reports TRUNCATED(arguments_too_large)
+            self._slots.clear()
+            self._legacy = None
+            return None
+        slot.args.append(args)
+        return slot.nbytes
+
+    def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
+        """``feed`` for raw events (see ``callbound.adapters.stream``). A chunk that only carries one
+        tool-call argument fragment (``_FRAGMENT_EVENT``, or ``_FRAGMENT_DATA`` on a frame's data) is
+        read from its match as ``feed`` would read its payload; every other event is decoded and fed
+        whole. Runs once per event, hence inlined."""
+        slots = self._slots  # never rebound: clear() empties it in place
+        for event in events:
+            found = _FRAGMENT_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
+            if found is None or found[3] is None:  # no choices: let feed() decide
+                progress = self.feed(decode_raw(event))
+                if on_progress is not None:
+                    for item in progress:
+                        on_progress(item)
+                continue
+            if self._aborted:
+                continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
+            response_id, model, index_text, args = found.groups()
+            if self._response_id is None and response_id:  # "" is no id, as in feed()
+                self._response_id = string_value(found, 1)
+            if self._model is None and model:
+                self._model = string_value(found, 2)
+            key = int(index_text)
+            slot = slots.get(key)
+            if slot is None:
+                slot = slots[key] = _Slot()
+            label = slot.id or f"#{key}"
+            started = self._announce(slot, label)
+            if started is not None and on_progress is not None:
+                on_progress(started)
+            nbytes = self._arguments(slot, string_value(found, 4) if "\\" in args else args)
+            if nbytes is not None and on_progress is not None:
+                on_progress(ArgumentsProgress(label, nbytes))
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message as the plain API would have returned it, for the continuation (D8)."""
+        msg: dict[str, Any] = {
+            "role": self._role,
+            "content": "".join(self._content) if self._content is not None else None,
+        }
+        if self._refusal is not None:
+            msg["refusal"] = "".join(self._refusal)
+        if self._slots:
+            msg["tool_calls"] = [
+                {
+                    "id": slot.id or "",
+                    "type": slot.type or "function",
+                    "function": {"name": slot.name or "", "arguments": join_fragments(slot.args)},
+                }
+                for slot in (self._slots[k] for k in sorted(self._slots))
+            ]
+        if self._legacy is not None:
+            msg["function_call"] = {
+                "name": self._legacy.name or "",
+                "arguments": join_fragments(self._legacy.args),
+            }
+        return msg
+
+    def finish(self, raw_sha256: str) -> ModelTurn:
+        prov = _provenance(self._model)
+        if self._aborted:
+            return too_large_turn(API, prov, raw_sha256, self._response_id)
+        if self._error is not None:
+            return _error_turn(
+                self._error, raw_sha256, None, {}, "error_event", self._response_id, self._model
+            )
+        if not self._done or self._finish_reason is None:
+            return stream_cut_turn(API, prov, raw_sha256, self._response_id)
+        resp = {
+            "id": self._response_id,
+            "model": self._model,
+            "choices": [{"index": 0, "message": self.message(), "finish_reason": self._finish_reason}],
+            "usage": self._usage,
+        }
+        return turn_from_completion(resp, raw_sha256)

@@ -1,0 +1,283 @@
+"""OpenAI Responses stream assembly: SSE events (WIRE.md 1.6) into one turn. Argument deltas are
+capped in bytes and never executed before the terminal event; argument deltas of the exact shape the
+API sends take a fast path that reads them without a JSON parse."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.model import ProgressCallback
+from ..core.types import (
+    ArgumentsProgress,
+    CallReady,
+    CallStarted,
+    Failure,
+    ModelTurn,
+    Progress,
+)
+from .base import (
+    QUOTA_CODES,
+    StreamCaps,
+    failure_turn,
+    join_fragments,
+    stream_cut_turn,
+    too_large_turn,
+    utf8_len,
+)
+from .openai_responses import (
+    API,
+    _event_error_fields,
+    _provenance,
+    _retryable_code,
+    turn_from_response,
+)
+from .sse import JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
+from .stream import decode_raw
+
+# A function-call argument delta (WIRE.md 1.6) as the API sends it: compact, "type" first, then only
+# members it sends (item_id, output_index, delta, sequence_number, obfuscation) in any order, as that
+# order has changed over time. Each value is a JSON integer or string (JSON_STRING: valid JSON only),
+# so the payload it stands for is known without parsing, and a repeated key's group keeps its last
+# value, as the parsed dict does. Groups: 1 item_id, 2 output_index, 3 delta (None when absent). The
+# payload has "type": the event name cannot matter.
+_DELTA = (
+    r'\{"type":"response\.function_call_arguments\.delta"(?:,(?:'
+    rf'"item_id":"({JSON_STRING})"'
+    rf'|"output_index":({JSON_INT})'
+    rf'|"delta":"({JSON_STRING})"'
+    rf'|"sequence_number":{JSON_INT}'
+    rf'|"obfuscation":"{JSON_STRING}"'
+    r"))*\}"
+)
+_DELTA_DATA = re.compile(_DELTA)
+_DELTA_EVENT = simple_event(_DELTA)
+
+
+class _Assembler:
+    """Streaming assembly for Responses events (WIRE.md 1.6).
+
+    Final items are the ``response.output_item.done`` items keyed by ``output_index`` (authoritative
+    arguments and ``encrypted_content``); items the terminal snapshot has and no done event gave are
+    taken from the snapshot. Argument deltas are appended to a list per item and joined once, only
+    when a done item lacks its arguments. Byte caps count every argument byte once per call.
+    """
+
+    fast_events = _DELTA_EVENT  # see feed_events
+
+    def __init__(self, caps: StreamCaps, model: str | None) -> None:
+        self._caps = caps
+        self._model = model
+        self._response_id: str | None = None
+        self._items: dict[int, dict[str, Any]] = {}
+        self._done: dict[int, dict[str, Any]] = {}
+        self._args: dict[int, list[str]] = {}
+        self._arg_bytes: dict[int, int] = {}
+        self._item_index: dict[str, int] = {}
+        self._progress_ids: dict[int, str] = {}  # calls announced with CallStarted
+        self._ready: set[int] = set()
+        self._total = 0
+        self._terminal: dict[str, Any] | None = None
+        self._error: dict[str, Any] | None = None
+        self._aborted = False
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    def _index(self, event: dict[str, Any]) -> int | None:
+        idx = event.get("output_index")
+        if isinstance(idx, int) and not isinstance(idx, bool):
+            return idx
+        item_id = event.get("item_id")
+        return self._item_index.get(item_id) if isinstance(item_id, str) else None
+
+    def _over_caps(self, call_bytes: int) -> bool:
+        return call_bytes > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes
+
+    def _abort(self) -> list[Progress]:
+        self._aborted = True
+        self._args.clear()
+        return []
+
+    def _start(self, idx: int, item: dict[str, Any]) -> list[Progress]:
+        if idx in self._progress_ids:
+            return []
+        call_id = item.get("call_id")
+        name = item.get("name")
+        pid = call_id if isinstance(call_id, str) and call_id else f"#{idx}"
+        self._progress_ids[idx] = pid
+        return [CallStarted(pid, name if isinstance(name, str) else "")]
+
+    def feed(self, event: dict[str, Any] | str) -> list[Progress]:
+        if not isinstance(event, dict) or self._aborted:
+            return []
+        kind = event.get("type") or event.get("_event")
+        if kind in ("response.created", "response.in_progress", "response.queued"):
+            resp = event.get("response")
+            if isinstance(resp, dict):
+                if isinstance(resp.get("id"), str) and resp["id"]:
+                    self._response_id = resp["id"]
+                if self._model is None and isinstance(resp.get("model"), str):
+                    self._model = resp["model"]
+            return []
+        if kind == "response.output_item.added":
+            idx, item = event.get("output_index"), event.get("item")
+            if not (isinstance(idx, int) and isinstance(item, dict)):
+                return []
+            self._items[idx] = item
+            if isinstance(item.get("id"), str):
+                self._item_index[item["id"]] = idx
+            if item.get("type") != "function_call":
+                return []
+            self._args.setdefault(idx, [])
+            return self._start(idx, item)
+        if kind == "response.function_call_arguments.delta":
+            idx = self._index(event)
+            delta = event.get("delta")
+            if idx is None or not isinstance(delta, str):
+                return []
+            nbytes = self._arguments(idx, delta)
+            return [] if nbytes is None else [ArgumentsProgress(self._progress_ids[idx], nbytes)]
+        if kind == "response.output_item.done":
+            idx, item = event.get("output_index"), event.get("item")
+            if not (isinstance(idx, int) and isinstance(item, dict)):
+                return []
+            if isinstance(item.get("id"), str):
+                self._item_index[item["id"]] = idx
+            progress: list[Progress] = []
+            if item.get("type") == "function_call":
+                arguments = item.get("arguments")
+                fragments = self._args.pop(idx, None)
+                if not isinstance(arguments, str) and fragments is not None:
+                    arguments = join_fragments(fragments)
+                    item = {**item, "arguments": arguments}
+                size = utf8_len(arguments) if isinstance(arguments, str) else 0
+                seen = self._arg_bytes.get(idx, 0)
+                if size > seen:  # bytes no delta carried (a done-only call) count too
+                    self._total += size - seen
+                    self._arg_bytes[idx] = size
+                if self._over_caps(self._arg_bytes.get(idx, 0)):
+                    return self._abort()
+                progress = self._start(idx, item)
+                if idx not in self._ready:
+                    self._ready.add(idx)
+                    progress.append(CallReady(self._progress_ids[idx]))
+            self._done[idx] = item
+            self._args.pop(idx, None)  # the done item is authoritative; free the fragments
+            return progress
+        if kind in ("response.completed", "response.incomplete", "response.failed"):
+            resp = event.get("response")
+            self._terminal = resp if isinstance(resp, dict) else {"status": str(kind).split(".", 1)[1]}
+            return []
+        if kind == "error":
+            self._error = event
+            return []
+        return []  # text/refusal/reasoning deltas and hosted-tool events: the done items carry them
+
+    def _arguments(self, idx: int, delta: str) -> int | None:
+        """Keep one argument delta of item ``idx``. Returns the call's byte count when an
+        ArgumentsProgress is due, else None (item already done, a cap tripped, or no CallStarted yet:
+        nothing may be announced before its call)."""
+        if idx in self._done:
+            return None
+        size = len(delta) if delta.isascii() else utf8_len(delta)  # ASCII needs no encoding
+        call_bytes = self._arg_bytes[idx] = self._arg_bytes.get(idx, 0) + size
+        self._total += size
+        if self._over_caps(call_bytes):
+            self._abort()
+            return None
+        fragments = self._args.get(idx)
+        if fragments is None:
+            fragments = self._args[idx] = []
+        fragments.append(delta)
+        return call_bytes if idx in self._progress_ids else None
+
+    def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
+        """``feed`` for raw events (see ``callbound.adapters.stream``). An argument delta made only of
+        the members the API sends (``_DELTA_EVENT``, or ``_DELTA_DATA`` on a frame's data) is read
+        from its match as ``feed`` would read its payload; every other event is decoded and fed whole.
+        Runs once per event, hence inlined."""
+        for event in events:
+            found = _DELTA_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
+            if found is None:
+                progress = self.feed(decode_raw(event))
+                if on_progress is not None:
+                    for item in progress:
+                        on_progress(item)
+                continue
+            if self._aborted:
+                continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
+            item_id, output_index, delta = found.groups()
+            if output_index is not None:
+                idx: int | None = int(output_index)
+            elif item_id is not None:
+                idx = self._item_index.get(string_value(found, 1))
+            else:
+                idx = None
+            if idx is None or delta is None:
+                continue  # feed() ignores a delta it cannot place, or without text
+            nbytes = self._arguments(idx, string_value(found, 3) if "\\" in delta else delta)
+            if nbytes is not None and on_progress is not None:
+                on_progress(ArgumentsProgress(self._progress_ids[idx], nbytes))
+
+    def _final_output(self, resp: dict[str, Any]) -> list[dict[str, Any]]:
+        snapshot = resp.get("output")
+        snap = snapshot if isinstance(snapshot, list) else []
+        indices = sorted(set(self._done) | set(range(len(snap))) | set(self._items))
+        output: list[dict[str, Any]] = []
+        for i in indices:
+            item = self._done.get(i)
+            if item is None and i < len(snap) and isinstance(snap[i], dict):
+                item = snap[i]
+            if item is None and i in self._items:
+                # Added, never done, absent from the snapshot: the added copy, with its deltas. A cut
+                # argument text cannot parse, so the call then carries an arguments_error.
+                item = self._items[i]
+                if item.get("type") == "function_call" and not item.get("arguments") and i in self._args:
+                    item = {**item, "arguments": join_fragments(self._args[i])}
+            if item is not None:
+                output.append(item)
+        return output
+
+    def _output_over_caps(self, output: list[dict[str, Any]]) -> bool:
+        total = 0
+        for item in output:
+            if item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
+                size = utf8_len(item["arguments"])
+                total += size
+                if size > self._caps.max_call_bytes:
+                    return True
+        return total > self._caps.max_response_bytes
+
+    def finish(self, raw_sha256: str) -> ModelTurn:
+        prov = _provenance(self._model)
+        if self._aborted:
+            return too_large_turn(API, prov, raw_sha256, self._response_id)
+        if self._terminal is not None:
+            resp = dict(self._terminal)
+            if not (isinstance(resp.get("id"), str) and resp["id"]):
+                resp["id"] = self._response_id
+            if not resp.get("model"):
+                resp["model"] = self._model
+            if resp.get("status") == "failed" and not resp.get("error") and self._error is not None:
+                etype, code = _event_error_fields(self._error)
+                resp["error"] = {"type": etype, "code": code}
+            output = self._final_output(resp)
+            if self._output_over_caps(output):
+                self._aborted = True
+                return too_large_turn(API, prov, raw_sha256, resp["id"])
+            return turn_from_response(resp, raw_sha256, output)
+        if self._error is not None:
+            etype, code = _event_error_fields(self._error)
+            return failure_turn(
+                API,
+                prov,
+                raw_sha256,
+                response_id=self._response_id,
+                raw_stop_reason=code or etype or "error",
+                reason="quota_exceeded" if (code in QUOTA_CODES or etype in QUOTA_CODES) else "api_error",
+                failure=Failure("error_event", _retryable_code(etype, code), None, etype, code),
+            )
+        return stream_cut_turn(API, prov, raw_sha256, self._response_id)
