@@ -182,7 +182,7 @@ class _Assembler:
         nothing may be announced before its call)."""
         if idx in self._done:
             return None
-        size = len(delta) if delta.isascii() else utf8_len(delta)  # ASCII needs no encoding
+        size = utf8_len(delta)
         call_bytes = self._arg_bytes[idx] = self._arg_bytes.get(idx, 0) + size
         self._total += size
         if self._over_caps(call_bytes):

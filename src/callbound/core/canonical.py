@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -279,24 +279,12 @@ def canonical_sha256_str_keys(value: Any) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def flat_record_bytes(fields: Iterable[tuple[str, Any]]) -> bytes:
-    """The canonical JSON (RFC 8785) of the object made of ``fields``: (key, value) pairs already in
-    RFC 8785 key order, with plain ASCII keys. Bindings and audit links are such flat records of ids
-    and digests, made on every round trip; writing them out directly skips building a dict, sorting
-    its keys and walking it. Hot paths keep a ``FlatRecord`` for their fixed keys instead."""
-    pairs = list(fields)
-    return FlatRecord([k for k, _ in pairs]).encode([v for _, v in pairs])
-
-
-def flat_record_sha256(fields: Iterable[tuple[str, Any]]) -> str:
-    """SHA-256 (hex) of ``flat_record_bytes(fields)``."""
-    return hashlib.sha256(flat_record_bytes(fields)).hexdigest()
-
-
 class FlatRecord:
-    """A flat record with fixed keys (a binding, an audit link): each key's ``{"key":`` / ``,"key":``
-    prefix is written once, at import. String, safe-integer and ``None`` values are written inline;
-    anything else goes through ``canonical_json``, so the bytes are always the canonical ones."""
+    """The canonical JSON (RFC 8785) of a flat record with fixed keys (a binding, an audit link),
+    written field by field: no dict to build, no keys to sort, no walk. Each key's ``{"key":`` /
+    ``,"key":`` prefix is written once, at import. String, safe-integer and ``None`` values are
+    written inline; anything else goes through ``canonical_json``, so the bytes are always the
+    canonical ones."""
 
     __slots__ = ("_prefixes", "keys")
 
