@@ -207,3 +207,16 @@ def test_repeating_any_top_level_key_is_rejected(value: dict[str, Any], data: st
     body = json.dumps(value)
     raw = body[:-1] + (", " if len(body) > 2 else "") + json.dumps(key) + ": 0}"
     assert_rejected(raw, "duplicate key")
+
+
+def test_byte_order_mark_is_rejected_as_json_loads_does() -> None:
+    # parse_arguments reuses one decoder instead of json.loads, which rejects a leading BOM itself.
+    assert_rejected('\ufeff{"order_id": "A1"}', "invalid JSON", "BOM")
+
+
+def test_reused_decoder_keeps_no_state_between_calls() -> None:
+    # A rejection midway (duplicate key) must not leak into the next parse on the shared decoder.
+    assert_rejected('{"a": 1, "a": 2}', "duplicate key")
+    assert parse_arguments('{"a": 1, "b": {"a": 2}}') == ({"a": 1, "b": {"a": 2}}, None)
+    assert_rejected('{"n": 9007199254740992}', "outside")
+    assert parse_arguments('{"n": 9007199254740991}') == ({"n": MAX_SAFE_INTEGER}, None)

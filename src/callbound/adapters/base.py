@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
 from ..core.arguments import loads_body, parse_arguments
@@ -111,12 +112,34 @@ class Adapter(Protocol):
 # ---- helpers shared by adapters -------------------------------------------------------------------
 
 
+def _not_serializable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The text of ``json.dumps(body, ensure_ascii=False, separators=(",", ":"))``, from a C encoder built
+# once (``json.dumps`` builds one per call, which cost more than encoding a small body; a body handed
+# over as a dict is digested on every model turn). No circular-reference markers: the C encoder leaves
+# them behind after an error, so a reused one would misreport later bodies; a cycle ends in
+# RecursionError instead, turned into json.dumps's ValueError below.
+_wire_encode = (
+    c_make_encoder(None, _not_serializable, encode_basestring, None, ":", ",", False, False, True)
+    if c_make_encoder is not None
+    else None
+)
+
+
 def body_bytes(body: bytes | str | dict[str, Any]) -> bytes:
+    """The bytes a body is digested as: as received, or a dict's compact JSON (key order kept)."""
     if isinstance(body, bytes):
         return body
     if isinstance(body, str):
         return body.encode("utf-8")
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if _wire_encode is None:  # pragma: no cover - an interpreter without the _json accelerator
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    try:
+        return "".join(_wire_encode(body, 0)).encode("utf-8")
+    except RecursionError:
+        raise ValueError("Circular reference detected (or a body nested too deep)") from None
 
 
 def decode_body(body: bytes | str | dict[str, Any]) -> tuple[Any, str]:

@@ -112,6 +112,16 @@ def _check_value(value: Any, path: str) -> None:
     raise ArgumentsError(f"{type(value).__name__} at {path or '$'} is not a JSON value")
 
 
+# One strict decoder, reused: ``json.loads`` with hooks builds a new decoder and scanner per call,
+# which cost more than parsing a small argument object (this runs for every proposed call).
+_ARGS_DECODER = json.JSONDecoder(
+    object_pairs_hook=_reject_pairs,
+    parse_constant=_reject_constant,
+    parse_int=_checked_int,
+    parse_float=_checked_float,
+)
+
+
 def parse_arguments(raw: str | dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
     """Return ``(arguments, None)`` or ``(None, why)``. Never raises for bad input.
 
@@ -131,13 +141,9 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> tuple[dict[str, Any] | 
     if raw.strip() == "":
         return {}, None
     try:
-        value = json.loads(
-            raw,
-            object_pairs_hook=_reject_pairs,
-            parse_constant=_reject_constant,
-            parse_int=_checked_int,
-            parse_float=_checked_float,
-        )
+        if raw.startswith("\ufeff"):  # as json.loads does for str input
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", raw, 0)
+        value = _ARGS_DECODER.decode(raw)
     except ArgumentsError as exc:
         return None, str(exc)
     except (json.JSONDecodeError, RecursionError) as exc:

@@ -24,7 +24,9 @@ class Machine:
         """Move through the table or raise ``IllegalTransition``; record (state, time, cause)."""
         check_transition(self.state, target, cause)
         self.state = target
-        t = Transition(target.value, at, cause, details)
+        t = Transition(
+            target._value_, at, cause, details
+        )  # _value_: a plain attribute; .value is a slow descriptor
         self.history.append(t)
         return t
 

@@ -56,7 +56,7 @@ def turn_to_dict(t: ModelTurn) -> dict[str, Any]:
     return {
         "api": t.api,
         "response_id": t.response_id,
-        "finish": t.finish.value,
+        "finish": t.finish._value_,
         "raw_stop_reason": t.raw_stop_reason,
         "reason": t.reason,
         "calls": [call_to_dict(c) for c in t.calls],

@@ -157,7 +157,9 @@ class Operation:
         row = t.to_dict()
         self._updated_iso = row["at"]
         self.pending_journal.append(JournalRow("transition", row))
-        self.audit(at, "transition", {"state": target.value, "cause": cause, **details}, audit_key, row["at"])
+        self.audit(
+            at, "transition", {"state": target._value_, "cause": cause, **details}, audit_key, row["at"]
+        )
         return t
 
     def audit(
@@ -192,7 +194,7 @@ class Operation:
             "subject": self.subject,
             "api": self.api,
             "created_at": self._created_at_iso(),
-            "state": self.machine.state.value,
+            "state": self.machine.state._value_,
             "reason": self.reason,
             "text": self.text,
             "refusal": self.refusal,

@@ -403,7 +403,7 @@ class Runner:
             "model_turn",
             {
                 "response_id": turn.response_id,
-                "finish": turn.finish.value,
+                "finish": turn.finish._value_,
                 "raw_stop_reason": turn.raw_stop_reason,
                 "reason": turn.reason,
                 "raw_sha256": turn.raw_sha256,
