@@ -600,9 +600,10 @@ def section_streaming(cfg: Config, rep: Report) -> None:
         "Synthetic SSE streams with the providers' real event shapes (WIRE.md 1.6, 2.4, 3.4, 4.7, 5.6) carry one "
         '`get_order` call whose argument text `{"text": "..."}` is exactly the given size, in argument deltas '
         "of a fixed size per API (table below: 32 bytes, about 8 tokens, everywhere; Gemini generateContent as "
-        "Vertex `partialArgs` string pieces). The Responses stream also carries the complete arguments three "
+        "Vertex `partialArgs` string pieces, each chunk with the top-level members of the recorded Vertex "
+        "stream: `usageMetadata.trafficType`, `modelVersion`, `createTime`, `responseId`). The Responses stream also carries the complete arguments three "
         "more times (`function_call_arguments.done`, `output_item.done`, `response.completed`), as the API does. "
-        "Bytes arrive in 16 KiB reads. callbound's cell includes SSE parsing, JSON decoding of every event, "
+        "Bytes arrive in 16 KiB reads. callbound's cell includes SSE parsing, JSON decoding of every event (or, for argument deltas of the exact recorded shape, the adapter's fast path, checked against full decoding by tests/adapters/test_stream_fast_path.py), "
         "assembly, the final D5 argument parse and SHA-256 of the stream (median of 5 runs, 3 at 10 MB). Each SDK "
         "cell runs the same bytes through the SDK's own `SSEDecoder`, `sse.json()`, `construct_type` (what its "
         "`Stream` does) and its accumulator (`ChatCompletionStreamState.handle_chunk`, "

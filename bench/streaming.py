@@ -196,11 +196,14 @@ def events(api: str, size: int) -> tuple[list[tuple[str | None, Any]], str]:
         )
         ev.append(("message_stop", {"type": "message_stop"}))
     elif api == "gemini-generate":
-        # Vertex streamFunctionCallArguments: the value arrives as partialArgs string pieces.
+        # Vertex streamFunctionCallArguments: the value arrives as partialArgs string pieces, each
+        # chunk with the top-level members of the recorded stream (WIRE.md 4.7).
         def cand(parts: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
             return {
-                "candidates": [{"content": {"role": "model", "parts": parts}, "index": 0, **extra}],
+                "candidates": [{"content": {"role": "model", "parts": parts}, **extra}],
+                "usageMetadata": {"trafficType": "ON_DEMAND"},
                 "modelVersion": "gemini-x",
+                "createTime": "2026-04-02T17:03:50.399550Z",
                 "responseId": "gresp_1",
             }
 

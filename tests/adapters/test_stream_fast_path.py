@@ -24,12 +24,13 @@ from callbound.adapters import anthropic_messages, get, sse
 from callbound.adapters.base import StreamCaps
 from callbound.adapters.sse import Frame, RawEvent, Recogniser, SSEEvent, SSEReader, decode_event
 from callbound.adapters.stream import StreamFeed, frame_of
-from callbound.core.types import ModelTurn, Progress
+from callbound.core.types import ArgumentsProgress, ModelTurn, Progress
 
 ANTHROPIC = "anthropic-messages"
 INTERACTIONS = "gemini-interactions"
 RESPONSES = "openai-responses"
 CHAT = "openai-chat"
+GENERATE = "gemini-generate"
 
 
 class LineReader(SSEReader):
@@ -559,6 +560,126 @@ def chat_events(draw: st.DrawFn) -> list[tuple[str | None, str]]:
     return events
 
 
+# Vertex generateContent chunks (WIRE.md 4.7), members in the recorded order.
+_VERTEX_TAIL = (
+    ',"usageMetadata":{"trafficType":"ON_DEMAND"},"modelVersion":"gemini-x",'
+    '"createTime":"2026-04-02T17:03:50.399550Z","responseId":"r1"'
+)
+_TAIL_MEMBERS = st.sampled_from(
+    [
+        '"usageMetadata":{"trafficType":"ON_DEMAND"}',
+        '"usageMetadata":{"trafficType":"PROVISIONED"}',
+        '"createTime":"2026-04-02T17:03:50Z"',
+        '"modelVersion":"gemini-x"',
+        '"modelVersion":"gemini-y"',
+        '"modelVersion":"g\\u00e9"',
+        '"responseId":"r1"',
+        '"responseId":"r2"',
+        '"responseId":""',
+        '"responseId":"r\\/3"',
+    ]
+)
+# Members the fast shape does not take: feed() reads them (usage with counts, feedback, an error, a
+# second candidates list) or they are not JSON strings.
+_OTHER_MEMBERS = st.sampled_from(
+    [
+        '"usageMetadata":{"trafficType":"ON_DEMAND","promptTokenCount":3}',
+        '"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2}',
+        '"promptFeedback":{"blockReason":"SAFETY"}',
+        '"error":{"code":429,"message":"busy","status":"RESOURCE_EXHAUSTED"}',
+        '"candidates":[{"content":{"role":"model","parts":[{"text":"x"}]}}]',
+        '"modelVersion":null',
+        '"responseId":7',
+    ]
+)
+_JSON_PATHS = st.sampled_from(["$.text", "$.text", "$.a.b", "$.items[0]", "$.items[1]", "$['k']", "$", "x"])
+
+
+@st.composite
+def generate_piece_text(draw: st.DrawFn, hostile: bool) -> str:
+    """One chunk with a partialArgs string piece: mostly the recorded compact shape with a random
+    tail, sometimes spaced, another role, a candidate index, a second entry or part, an entry that
+    ends the value, members the fast shape does not take; in a ``hostile`` stream sometimes a
+    string that is not one."""
+    shapes = ["compact"] * 8 + ["spaced", "role", "index", "two entries", "two parts", "last", "other"]
+    shape = draw(st.sampled_from(shapes + ["broken"] * hostile))
+    path = draw(_JSON_PATHS)
+    value = draw(_FRAGMENTS)
+    lone = any("\ud800" <= ch <= "\udfff" for ch in value)  # not UTF-8: only ever escaped
+    members = draw(st.lists(_TAIL_MEMBERS, max_size=5))
+    if shape == "other":
+        members.insert(draw(st.integers(0, len(members))), draw(_OTHER_MEMBERS))
+    tail = "".join("," + m for m in members)
+    if shape == "spaced":
+        entry = {"jsonPath": path, "stringValue": value, "willContinue": True}
+        part = {"functionCall": {"partialArgs": [entry], "willContinue": True}}
+        body = json.dumps(
+            {"candidates": [{"content": {"role": "model", "parts": [part]}}]}, ensure_ascii=lone
+        )
+        return body[:-1] + tail + "}"
+    string = draw(_BROKEN_STRINGS) if shape == "broken" else draw(json_string(value))
+    path_text = draw(json_string(path))
+    entry_text = f'{{"jsonPath":{path_text},"stringValue":{string},"willContinue":true}}'
+    if shape == "last":
+        entry_text = f'{{"jsonPath":{path_text},"stringValue":{string}}}'
+    if shape == "two entries":
+        entry_text += f',{{"jsonPath":"$.more","stringValue":{string},"willContinue":true}}'
+    part = f'{{"functionCall":{{"partialArgs":[{entry_text}],"willContinue":true}}}}'
+    if shape == "two parts":
+        part += ',{"text":"t"}'
+    role = draw(st.sampled_from(['"user"', '"model "', "null"])) if shape == "role" else '"model"'
+    index = ',"index":0' if shape == "index" else ""
+    return f'{{"candidates":[{{"content":{{"role":{role},"parts":[{part}]}}{index}}}]{tail}}}'
+
+
+@st.composite
+def generate_events(draw: st.DrawFn) -> list[tuple[str | None, str]]:
+    """(event name, data) of a Vertex streamGenerateContent stream: calls opened by name (with a
+    thought signature or not), string pieces, value-ending entries, terminators, whole calls, text,
+    pieces with no open call, errors, garbage, and often a finish chunk."""
+    events: list[tuple[str | None, str]] = []
+    hostile = draw(st.integers(0, 3)) == 0
+
+    def chunk(parts: str, extra: str = "") -> None:
+        data = '{"candidates":[{"content":{"role":"model","parts":[' + parts + "]}" + extra + "}]"
+        events.append((None, data + _VERTEX_TAIL + "}"))
+
+    for _ in range(draw(st.integers(0, 24))):
+        op = draw(st.sampled_from(["piece"] * 8 + ["open", "open", "end", "close", "whole", "text", "other"]))
+        if op == "piece":
+            events.append((None, draw(generate_piece_text(hostile))))
+        elif op == "open":
+            sig = draw(st.sampled_from(["", ',"thoughtSignature":"c2ln"']))
+            cid = draw(st.sampled_from(["", ',"id":"call_1"']))
+            chunk(f'{{"functionCall":{{"name":"get_order","willContinue":true{cid}}}{sig}}}')
+        elif op == "end":
+            path = draw(_JSON_PATHS)
+            chunk(
+                f'{{"functionCall":{{"partialArgs":[{{"jsonPath":"{path}","stringValue":""}}],"willContinue":true}}}}'
+            )
+        elif op == "close":
+            chunk('{"functionCall":{}}')
+        elif op == "whole":
+            chunk('{"functionCall":{"name":"get_order","args":{"order_id":"A1"}}}')
+        elif op == "text":
+            chunk(json.dumps({"text": draw(_FRAGMENTS)}))
+        else:
+            other = ['{"error":{"code":500,"message":"x","status":"INTERNAL"}}', "{}", '{"candidates":[]}']
+            other += ["not json", "[1]"] * hostile
+            events.append((None, draw(st.sampled_from(other))))
+    if draw(st.integers(0, 4)):
+        usage = ',"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":4,"totalTokenCount":9}'
+        events.append(
+            (
+                None,
+                '{"candidates":[{"content":{"role":"model","parts":[{"text":""}]},"finishReason":"STOP"}]'
+                + usage
+                + ',"modelVersion":"gemini-x","responseId":"r1"}',
+            )
+        )
+    return events
+
+
 _CAPS = st.one_of(
     st.none(),
     st.builds(StreamCaps, st.integers(0, 120), st.integers(0, 200)),
@@ -735,6 +856,16 @@ def test_chat_fast_path_assembles_what_the_reference_does(
     raw = data.draw(framed(data.draw(chat_events())))
     cuts = data.draw(cut_points(raw))
     assert_same(CHAT, byte_chunks(raw, [first, *cuts]), caps)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.integers(1, 300), _CAPS)
+def test_generate_fast_path_assembles_what_the_reference_does(
+    data: st.DataObject, first: int, caps: StreamCaps | None
+) -> None:
+    raw = data.draw(framed(data.draw(generate_events()), jsonl=True))
+    cuts = data.draw(cut_points(raw))
+    assert_same(GENERATE, byte_chunks(raw, [first, *cuts]), caps)
 
 
 def _tool_stream(*fragments: str, eol: str = "\n") -> bytes:
@@ -953,6 +1084,86 @@ def test_responses_fragment_edge_cases(fragments: list[str], outcome: Any, order
             assert ref.error is not None and outcome in ref.error[1]
 
 
+def _vertex_piece(string: str, path: str = "$.text", tail: str = _VERTEX_TAIL) -> str:
+    entry = f'{{"jsonPath":"{path}","stringValue":{string},"willContinue":true}}'
+    return (
+        '{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"partialArgs":['
+        + entry
+        + '],"willContinue":true}}]}}]'
+        + tail
+        + "}"
+    )
+
+
+def _vertex_stream(*pieces: str, eol: str = "\n", opened: bool = True) -> bytes:
+    """A recorded-shape Vertex stream: the call opened by name, ``pieces`` (chunk data), the entry
+    that ends the value, the empty terminator and the finish chunk."""
+    head = '{"candidates":[{"content":{"role":"model","parts":['
+    chunks = []
+    if opened:
+        chunks.append(
+            head
+            + '{"functionCall":{"name":"get_order","willContinue":true},"thoughtSignature":"c2ln"}]}}]'
+            + _VERTEX_TAIL
+            + "}"
+        )
+    chunks += pieces
+    chunks.append(
+        head
+        + '{"functionCall":{"partialArgs":[{"jsonPath":"$.text","stringValue":""}],"willContinue":true}}]}}]'
+        + _VERTEX_TAIL
+        + "}"
+    )
+    chunks.append(head + '{"functionCall":{}}]}}]' + _VERTEX_TAIL + "}")
+    chunks.append(
+        head
+        + '{"text":""}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":4},"modelVersion":"gemini-x","responseId":"r1"}'
+    )
+    return "".join(f"data: {c}{eol}{eol}" for c in chunks).encode()
+
+
+def test_generate_pieces_assemble_the_call_and_name_it_by_the_response_id() -> None:
+    pieces = [_vertex_piece(json.dumps(p)) for p in ["Bos", "ton \u00e9 \\", '"x"']]
+    ref = assert_same(GENERATE, [_vertex_stream(*pieces)], None)
+    (call,) = ref.turn.calls
+    assert call.arguments == {"text": 'Boston \u00e9 \\"x"'}
+    assert ref.turn.response_id == "r1"
+    sizes = [(p.call_id, p.bytes) for p in ref.progress if isinstance(p, ArgumentsProgress)]
+    assert sizes == [("r1:0", 3), ("r1:0", 11), ("r1:0", 14)]  # the empty end entry carries no bytes
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [_vertex_piece('"a"', tail="")],  # no members at all
+        [
+            _vertex_piece('"a"', tail=',"responseId":"first"'),
+            _vertex_piece('"b"', tail=',"responseId":"second"'),
+        ],
+        [_vertex_piece('"a"', tail=',"modelVersion":"m1","modelVersion":"m2"')],  # the last one counts
+        [_vertex_piece('"a"', path="$.items[0]"), _vertex_piece('"b"', path="$.items[1]")],
+        [_vertex_piece('"a"', path="$.text"), _vertex_piece('"b"', path="$.other")],
+        [_vertex_piece('"a"', path="$..bad")],  # a jsonPath the schema cannot use
+        [_vertex_piece('"\\ud83d"'), _vertex_piece('"\\ude00"')],  # a surrogate pair split over two pieces
+    ],
+)
+def test_generate_piece_edge_cases(pieces: list[str]) -> None:
+    assert_same(GENERATE, [_vertex_stream(*pieces)], None)
+    assert_same(GENERATE, [_vertex_stream(*pieces, eol="\r\n")], None)
+
+
+def test_generate_pieces_without_an_open_call_are_malformed_alike() -> None:
+    ref = assert_same(GENERATE, [_vertex_stream(_vertex_piece('"a"'), opened=False)], None)
+    assert ref.turn.reason == "malformed_stream"
+
+
+def test_generate_byte_caps_trip_at_the_same_piece() -> None:
+    pieces = [_vertex_piece(json.dumps("x" * 7)) for _ in range(10)]
+    for cap in (0, 6, 7, 20, 69, 70, 71):
+        ref = assert_same(GENERATE, [_vertex_stream(*pieces)], StreamCaps(cap, 10_000))
+        assert (ref.turn.reason == "arguments_too_large") == (cap < 70)
+
+
 _RESPONSES_DELTA = '{"type":"response.function_call_arguments.delta"'
 
 
@@ -1137,6 +1348,28 @@ def test_a_broken_fast_path_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sse, "scan_string", undecoded)
     with pytest.raises(AssertionError):
         assert_same(ANTHROPIC, [raw], None)
+
+
+def test_generate_pieces_skip_the_json_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    from callbound.adapters import gemini_stream
+
+    slow = _count_slow_decodes(monkeypatch, gemini_stream)
+    pieces = [_vertex_piece(json.dumps(f)) for f in ['{"a": "', "b\u00e9\\", '"}']] * 50
+    for eol in ("\n", "\r\n"):  # CR framing is read by lines, but the chunk data still matches
+        slow.clear()
+        turn = fast_run(GENERATE, [_vertex_stream(*pieces, eol=eol)], None).turn
+        assert turn.calls and turn.calls[0].arguments is not None
+        assert len(slow) == 4  # the opening chunk, the value's end, the terminator, the finish chunk
+
+
+def test_a_broken_generate_fast_path_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    from callbound.adapters import gemini_stream
+
+    raw = _vertex_stream(_vertex_piece('"a\\u00e9"'), _vertex_piece('"b"'))
+    assert_same(GENERATE, [raw], None)
+    monkeypatch.setattr(gemini_stream, "string_value", lambda found, group: found[group])  # escapes kept
+    with pytest.raises(AssertionError):
+        assert_same(GENERATE, [raw], None)
 
 
 @given(st.data())

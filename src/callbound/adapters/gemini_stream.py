@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from collections.abc import Sequence
 from typing import Any
 
+from ..core.model import ProgressCallback
 from ..core.types import (
     ArgumentsProgress,
     CallReady,
@@ -25,8 +28,31 @@ from .base import (
 )
 from .gemini_generate import API, _count, _first_candidate, _provenance, error_turn, turn_from_body
 from .gemini_schema import PartialArgs
+from .sse import JSON_STRING, RawEvent, simple_event, string_value
+from .stream import decode_raw
 
 _MISSING = object()
+
+# Fast path (see callbound.adapters.stream): a Vertex chunk that carries one string piece of an open
+# partialArgs call, in the exact compact shape recorded from the API (WIRE.md 4.7), followed only by
+# top-level members feed() either ignores or reads as plain values: usageMetadata holding only
+# trafficType (no token counts, so feed() keeps no usage), createTime (unread), modelVersion and
+# responseId. Values are JSON_STRING (valid JSON only), so the payload it stands for is known without
+# parsing. Groups: 1 jsonPath, 2 stringValue, 3 modelVersion, 4 responseId (each repeated member's
+# last value, as the parser keeps the last of duplicate keys). feed() never reads the event name.
+_PIECE = (
+    r'\{"candidates":\[\{"content":\{"role":"model","parts":\[\{"functionCall":\{"partialArgs":\['
+    rf'\{{"jsonPath":"({JSON_STRING})","stringValue":"({JSON_STRING})","willContinue":true\}}'
+    r'\],"willContinue":true\}\}\]\}\}\]'
+    r"(?:,(?:"
+    rf'"usageMetadata":\{{"trafficType":"{JSON_STRING}"\}}'
+    rf'|"createTime":"{JSON_STRING}"'
+    rf'|"modelVersion":"({JSON_STRING})"'
+    rf'|"responseId":"({JSON_STRING})"'
+    r"))*\}"
+)
+_PIECE_DATA = re.compile(_PIECE)
+_PIECE_EVENT = simple_event(_PIECE)
 
 
 class _PartialCall:
@@ -59,6 +85,8 @@ class _TextRun:
 
 class _Assembler:
     """Streaming assembly for streamGenerateContent chunks (WIRE.md 4.7)."""
+
+    fast_events = _PIECE_EVENT  # see feed_events
 
     def __init__(self, caps: StreamCaps, model: str | None) -> None:
         self._caps = caps
@@ -132,6 +160,39 @@ class _Assembler:
             if self._open is not None:  # D34: finalised at the finish chunk; it must parse
                 out.extend(self._close(at_finish=True))
         return out
+
+    def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
+        """``feed`` for raw events (see ``callbound.adapters.stream``). A chunk carrying one string
+        piece of the open partialArgs call (``_PIECE_EVENT``, or ``_PIECE_DATA`` on a frame's data)
+        is read from its match as ``feed`` would read its payload; every other event, and a piece
+        with no open call, is decoded and fed whole. Runs once per event, hence inlined."""
+        for event in events:
+            found = _PIECE_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
+            call = self._open
+            if found is None or call is None:
+                progress = self.feed(decode_raw(event))
+                if on_progress is not None:
+                    for item in progress:
+                        on_progress(item)
+                continue
+            if self._aborted:
+                continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
+            path, piece, model_version, response_id = found.groups()
+            # feed()'s order: top-level members first (the call's label uses the response id), then
+            # the candidate's role and its one part.
+            if response_id is not None and not self._rid:
+                self._rid = string_value(found, 4)
+            if model_version is not None:
+                self._model_version = string_value(found, 3)
+            self._role = "model"
+            entry = {
+                "jsonPath": string_value(found, 1) if "\\" in path else path,
+                "stringValue": string_value(found, 2) if "\\" in piece else piece,
+                "willContinue": True,
+            }
+            size = call.args.apply(entry)
+            if size and self._count(call.index, size) and on_progress is not None:
+                on_progress(ArgumentsProgress(self._cid(call.index, call.id), self._call_bytes[call.index]))
 
     def _part(self, part: dict[str, Any]) -> list[Progress]:
         if set(part) <= {"text", "thought"} and isinstance(part.get("text"), str):
