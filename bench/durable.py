@@ -109,6 +109,17 @@ def build(
         )
         return wrap(run), counters
 
+    if impl == "callbound-sqlite-normal":
+        from callbound.stores.sqlite import SQLiteStore
+
+        def normal_factory() -> Any:
+            return SQLiteStore(remember(_fresh(dbdir, "callbound-normal")), synchronous="NORMAL")
+
+        run = loops.build_callbound(
+            n, 1, store_factory=normal_factory, on_store=lambda s: _counting(s, counters)
+        )
+        return wrap(run), counters
+
     if impl == "callbound-postgres":
         from callbound.stores.postgres import PostgresStore
 
@@ -169,3 +180,93 @@ REQUIRES = {
     "langgraph-sqlite": "langgraph.checkpoint.sqlite",
     "agents-sqlite": "agents",
 }
+
+
+# ---- WAL frames per commit, by b-tree ----------------------------------------------------------------
+
+
+def _wal_frames(conn: sqlite3.Connection, wal_path: str) -> dict[str, int]:
+    """Frames in the WAL file, counted by the b-tree (table or index, per ``dbstat``) their page belongs
+    to; "?" where ``dbstat`` is not compiled in."""
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    data = Path(wal_path).read_bytes()
+    owner: dict[int, str] = {}
+    with contextlib.suppress(sqlite3.Error):
+        owner = {int(pageno): str(name) for name, pageno in conn.execute("SELECT name, pageno FROM dbstat")}
+    frames: dict[str, int] = {}
+    for off in range(32, len(data) - page_size - 23, page_size + 24):  # 32-byte header, 24 per frame
+        name = owner.get(int.from_bytes(data[off : off + 4], "big"), "?")
+        frames[name] = frames.get(name, 0) + 1
+    return frames
+
+
+def _one_operation(store: Any, n: int) -> None:
+    """The loop of loops.py (read calls, one per turn) as one operation on ``store``, left open."""
+    import callbound as cb
+    from callbound.runtime.tools import ToolExecutor
+
+    executor = ToolExecutor()
+    model = loops.FakeResponsesClient(n, 1, wire=False)
+    runner = cb.Runner(
+        model=model,
+        registry=loops.callbound_registry(),
+        budgets=loops.callbound_budgets(n, 1),
+        store=store,
+        executor=executor,
+    )
+    try:
+        outcome = runner.run_sync("Where are my orders?", tenant="acme", subject="user-1")
+    finally:
+        executor.shutdown()
+    if outcome.state.value != "COMPLETED":
+        raise RuntimeError(f"callbound ended {outcome.state.value} {outcome.reason}")
+
+
+def wal_frames(impl: str, n: int, dbdir: str) -> dict[str, Any]:
+    """Pages written to the WAL per commit in steady state, by b-tree: one operation of ``n`` turns (or
+    ``2n`` bare commits) after a warm-up operation, with automatic checkpoints off so that every frame
+    stays in the file to be counted. SQLite writes each page a commit changed as one frame: the count
+    is the commit's write volume, set by how many b-trees (tables and indexes) it touches."""
+    path = _fresh(dbdir, f"wal-{impl}")
+    try:
+        if impl == "callbound-sqlite":
+            from callbound.stores.sqlite import SQLiteStore
+
+            store = SQLiteStore(path)
+            # The store's own connection: autocheckpoint is a per-connection setting (measurement only).
+            conn: sqlite3.Connection = store._conn  # type: ignore[attr-defined]
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+            counters = Counters()
+            _counting(store, counters)
+            _one_operation(store, min(n, 20))  # warm-up: tables and indexes get their first pages
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            counters.reset()
+            _one_operation(store, n)
+            commits = counters.commits
+        elif impl == "sqlite3-bare":
+            payload = json.dumps(loops.responses_body(0, 1, 1))
+            conn = sqlite3.connect(path, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+            conn.execute("CREATE TABLE journal (op TEXT, seq INTEGER, data TEXT, PRIMARY KEY (op, seq))")
+            seq = itertools.count()
+            for k in (40, 2 * n):
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                for _ in range(k):
+                    conn.execute("BEGIN")
+                    conn.execute("INSERT INTO journal VALUES (?, ?, ?)", ("op", next(seq), payload))
+                    conn.execute("COMMIT")
+            commits = 2 * n
+        else:
+            raise KeyError(impl)
+        frames = _wal_frames(conn, path + "-wal")
+        return {
+            "commits": commits,
+            "page_size": conn.execute("PRAGMA page_size").fetchone()[0],
+            "frames_per_commit": {k: v / commits for k, v in sorted(frames.items(), key=lambda kv: -kv[1])},
+        }
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()
+        _cleanup(path)

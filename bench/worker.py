@@ -157,6 +157,12 @@ def task_durable(p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def task_wal_frames(p: dict[str, Any]) -> dict[str, Any]:
+    import durable
+
+    return durable.wal_frames(p["impl"], p["n"], p["dbdir"])
+
+
 def task_durable_once(p: dict[str, Any]) -> dict[str, Any]:
     """One run, nothing else (for strace): the fsync count is taken around it."""
     import durable
@@ -254,6 +260,7 @@ TASKS = {
     "paused": task_paused,
     "thread_hop": task_thread_hop,
     "phases": task_phases,
+    "wal_frames": task_wal_frames,
 }
 
 
