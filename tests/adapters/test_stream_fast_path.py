@@ -601,7 +601,7 @@ def generate_piece_text(draw: st.DrawFn, hostile: bool) -> str:
     tail, sometimes spaced, another role, a candidate index, a second entry or part, an entry that
     ends the value, members the fast shape does not take; in a ``hostile`` stream sometimes a
     string that is not one."""
-    shapes = ["compact"] * 8 + ["spaced", "role", "index", "two entries", "two parts", "last", "other"]
+    shapes = ["compact"] * 14 + ["spaced", "role", "index", "two entries", "two parts", "last", "other"]
     shape = draw(st.sampled_from(shapes + ["broken"] * hostile))
     path = draw(_JSON_PATHS)
     value = draw(_FRAGMENTS)
@@ -644,8 +644,14 @@ def generate_events(draw: st.DrawFn) -> list[tuple[str | None, str]]:
         data = '{"candidates":[{"content":{"role":"model","parts":[' + parts + "]}" + extra + "}]"
         events.append((None, data + _VERTEX_TAIL + "}"))
 
-    for _ in range(draw(st.integers(0, 24))):
-        op = draw(st.sampled_from(["piece"] * 8 + ["open", "open", "end", "close", "whole", "text", "other"]))
+    ops = ["open"] if draw(st.integers(0, 3)) else []  # most streams open a call first
+    ops += draw(
+        st.lists(
+            st.sampled_from(["piece"] * 10 + ["open", "open", "end", "close", "whole", "text", "other"]),
+            max_size=24,
+        )
+    )
+    for op in ops:
         if op == "piece":
             events.append((None, draw(generate_piece_text(hostile))))
         elif op == "open":
