@@ -459,6 +459,17 @@ IMPLS = {
     "agents": build_agents,
 }
 
+# callbound's loops without the request's json.dumps: its own work alone. Subtracting the time inside
+# json.dumps from a run with the wire step is not enough: in stateless replay that step writes megabytes
+# per request at 1,000 turns, and what it does to caches and the allocator lands in the work after it.
+IMPLS_NO_WIRE = {
+    "callbound": lambda n, par: build_callbound(n, par, wire=False),
+    "callbound-prev-id": lambda n, par: build_callbound(
+        n, par, continuation="previous_response_id", wire=False
+    ),
+    "callbound-async-handler": lambda n, par: build_callbound(n, par, async_handler=True, wire=False),
+}
+
 # module each impl needs, checked before spawning a worker
 REQUIRES = {
     "langgraph": "langgraph",

@@ -185,6 +185,9 @@ def section_imports(cfg: Config, rep: Report) -> None:
 # ---- 1. loop overhead ----------------------------------------------------------------------------
 
 
+CALLBOUND_LOOPS = ("callbound", "callbound-prev-id", "callbound-async-handler")
+
+
 def section_loops(cfg: Config, rep: Report) -> None:
     impls = ["callbound", "callbound-prev-id", "callbound-async-handler", "dict", "dict-sha256"]
     skipped: dict[str, str] = {}
@@ -207,15 +210,30 @@ def section_loops(cfg: Config, rep: Report) -> None:
                     res[(impl, n, par)] = {"error": w.error}
                     continue
                 d = w.data
-                own = [s - wr for s, wr in zip(d["samples_s"], d["wire_s"], strict=True)]
-                res[(impl, n, par)] = {
+                r = res[(impl, n, par)] = {
                     "us": median(d["samples_s"]) / n * 1e6,
                     "gc_us": median(d["gc_s"]) / n * 1e6,
                     "wire_us": median(d["wire_s"]) / n * 1e6,
-                    "own_us": median(own) / n * 1e6,
+                    "own_us": median(d["samples_s"]) / n * 1e6,
                     "rss_mb": d["rss_mb"],
                     "runs": len(d["samples_s"]),
                 }
+                if impl in CALLBOUND_LOOPS:
+                    # own work: the same loop run without the wire step (loops.IMPLS_NO_WIRE)
+                    log(f"loops: {impl} N={n} calls/turn={par}, without the wire step")
+                    nw = run_worker(
+                        "loop",
+                        {"impl": impl, "n": n, "par": par, "runs": cfg.runs, "warmup": 1, "wire": False},
+                        timeout=3600,
+                    )
+                    if not nw.ok:
+                        res[(impl, n, par)] = {"error": nw.error}
+                        continue
+                    r["own_us"] = median(nw.data["samples_s"]) / n * 1e6
+                    r["gc_us"] = median(nw.data["gc_s"]) / n * 1e6
+                    r["wire_in_dumps_only_us"] = (
+                        median([s - wr for s, wr in zip(d["samples_s"], d["wire_s"], strict=True)]) / n * 1e6
+                    )  # the former "own work": the wire run minus the time inside json.dumps
     hop = run_worker("thread_hop", {"batches": 3 if cfg.quick else 7})
     if hop.ok:
         rep.results["thread_hop_us"] = hop.data["hop_us"]
@@ -253,7 +271,8 @@ def section_loops(cfg: Config, rep: Report) -> None:
                 "N turns",
                 "µs / round trip",
                 "of which wire json.dumps",
-                "own work µs",
+                "wire's other costs (caches, allocator)",
+                "own work µs (run without the wire step)",
                 "of which GC pauses",
                 "µs / call",
                 "× callbound",
@@ -272,12 +291,13 @@ def section_loops(cfg: Config, rep: Report) -> None:
                 if "error" in r:
                     t.add(label, n, f"failed: {r['error']}")
                     continue
-                wire = fmt(r["wire_us"]) if impl.startswith("callbound") else "-"
+                cbl = impl in CALLBOUND_LOOPS
                 t.add(
                     label,
                     n,
                     fmt(r["us"]),
-                    wire,
+                    fmt(r["wire_us"]) if cbl else "-",
+                    fmt(r["us"] - r["wire_us"] - r["own_us"]) if cbl else "-",
                     fmt(r["own_us"]),
                     fmt(r["gc_us"]),
                     fmt(r["own_us"] / par),
@@ -295,11 +315,16 @@ def section_loops(cfg: Config, rep: Report) -> None:
         "`get_order` with an order id no other turn uses, the last turn answers with text. callbound's fake "
         "client implements the `ModelClient` protocol and builds each turn with the real OpenAI Responses "
         "adapter's `parse_response(dict)`; it serialises every request with `json.dumps` as an HTTP transport "
-        "must, and that wire time is shown apart: **own work** is callbound's time without it (stateless "
-        "replay resends the whole history each turn by design, D8; `previous_response_id` sends only the new "
-        "items). `× callbound` compares own work with callbound's stateless own work at the same N. The "
-        "frameworks' fake models receive Python objects, so they have no wire column. GC pauses: time inside "
-        "the cyclic garbage collector during the timed runs (`gc.callbacks`), included in own work. Tools are plain sync "
+        "must (stateless replay resends the whole history each turn by design, D8; `previous_response_id` sends "
+        "only the new items). That wire step is shown apart: each callbound row is measured twice, with it "
+        "(`µs / round trip`, and the time inside `json.dumps`) and without it (**own work**, a separate run of "
+        "the same loop whose fake client skips the `json.dumps`). The wire step costs more than its own time: "
+        "at 1,000 turns it writes megabytes per request, which evicts caches and churns the allocator for the "
+        'work after it; the column "wire\'s other costs" is that remainder (µs / round trip − json.dumps − own '
+        "work; noise makes it slightly negative where there is nothing to find). `× callbound` compares own "
+        "work with callbound's stateless own work at the same N. The frameworks' fake models receive Python "
+        "objects, so they have no wire columns. GC pauses: time inside the cyclic garbage collector during the "
+        "timed runs (`gc.callbacks`), included in own work. Tools are plain sync "
         "functions everywhere (callbound runs sync handlers in a worker thread with a timeout; the async-handler "
         "row shows the loop without that hop). Budgets are raised explicitly "
         "(`Budgets(max_model_turns=N+5, max_tool_calls=N·calls+5, deadline_s=3600, max_no_progress_turns=N+5)`); "
@@ -869,7 +894,8 @@ def targets(cfg: Config, rep: Report) -> Table:
         row(
             f"in-memory round trip at {at} ≤ 100 µs (callbound's own work, stateless replay; sync handler, "
             "so a worker-thread hop per call)",
-            f"{own:.1f} µs ({own / 100:.2f}× the target); with wire json.dumps {total:.1f} µs; "
+            f"{own:.1f} µs ({own / 100:.2f}× the target); the run with the wire step minus its json.dumps time "
+            f"{fmt(get('callbound', nmax, 'wire_in_dumps_only_us'))} µs, with the wire step {total:.1f} µs; "
             f"previous_response_id {fmt(get('callbound-prev-id', nmax, 'own_us'))} µs",
             own <= 100,
         )
@@ -896,6 +922,14 @@ def targets(cfg: Config, rep: Report) -> Table:
     if own is not None and lo is not None:
         plo, phi = get("callbound-prev-id", nmin, "own_us"), get("callbound-prev-id", nmax, "own_us")
         extra = f"; previous_response_id {phi / plo:.2f}×" if plo and phi else ""
+        wlo, whi = (
+            get("callbound", nmin, "wire_in_dumps_only_us"),
+            get("callbound", nmax, "wire_in_dumps_only_us"),
+        )
+        if wlo and whi:
+            extra += (
+                f"; as the wire run minus its json.dumps time {whi / wlo:.2f}× ({whi:.1f} vs {wlo:.1f} µs)"
+            )
         row(
             f"flat in history: own work at {nmax:,} ≤ 1.2× at {nmin:,} turns",
             f"{own / lo:.2f}× ({own:.1f} vs {lo:.1f} µs){extra}",
@@ -1083,7 +1117,9 @@ def bounds_text(cfg: Config, rep: Report, prof: dict[str, Any]) -> list[str]:
         if cbl.get("wire_us"):
             text += (
                 f" Stateless replay adds {cbl['wire_us']:.0f} µs of `json.dumps` of the whole history per request "
-                f"at {nmax:,} turns, which grows with the history by design (D8); `previous_response_id` avoids it."
+                f"at {nmax:,} turns, and {cbl['us'] - cbl['wire_us'] - cbl['own_us']:.0f} µs more through what "
+                "writing those megabytes does to caches and the allocator; both grow with the history by design "
+                "(D8), and `previous_response_id` avoids them."
             )
         out.append(text)
     lo_n = min(cfg.loop_ns)
@@ -1107,8 +1143,7 @@ def bounds_text(cfg: Config, rep: Report, prof: dict[str, Any]) -> list[str]:
             "operation its transcript and transitions), so the live heap grows by a few dozen tracked objects per "
             "round trip; a full collection runs each time that growth reaches a quarter of the heap, and it "
             "traverses the whole heap (interpreter, pydantic and all). A 100-turn run is too short to reach one, a "
-            "1,000-turn run is not. In stateless replay the per-request `json.dumps` of megabytes also churns the "
-            "allocator and caches."
+            "1,000-turn run is not."
         )
         out.append(text)
     if "rss" in missed and "rss_mb" in cbl:

@@ -84,13 +84,14 @@ def _profile_top(fn: Any, top: int = 14) -> dict[str, Any]:
 def task_loop(p: dict[str, Any]) -> dict[str, Any]:
     import loops
 
+    impls = loops.IMPLS if p.get("wire", True) else loops.IMPLS_NO_WIRE
     t0 = time.perf_counter()
-    run_once = loops.IMPLS[p["impl"]](p["n"], p["par"])
+    run_once = impls[p["impl"]](p["n"], p["par"])
     setup_s = time.perf_counter() - t0
     # Warm-up: one operation of at most 50 turns (imports done, caches and code paths warm). A full-length
     # warm-up would add minutes to the frameworks whose cost grows with the history and change nothing.
     for _ in range(p.get("warmup", 1)):
-        loops.IMPLS[p["impl"]](min(p["n"], 50), p["par"])()
+        impls[p["impl"]](min(p["n"], 50), p["par"])()
     samples, wire, gc_s = [], [], []
     pause = {"total": 0.0, "start": 0.0}
 
