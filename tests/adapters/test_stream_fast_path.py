@@ -1288,20 +1288,23 @@ def test_chat_byte_caps_trip_at_the_same_fragment() -> None:
 # ---- the fast path is really taken, and a broken one is caught ------------------------------------
 
 
-def _count_slow_decodes(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[RawEvent]:
+def _count_slow_decodes(monkeypatch: pytest.MonkeyPatch) -> list[RawEvent]:
+    """The events decoded whole (``stream.decode_raw``, which every fallback goes through)."""
+    from callbound.adapters import stream
+
     slow: list[RawEvent] = []
-    original: Callable[[RawEvent], Any] = module.decode_raw
+    original: Callable[[RawEvent], Any] = stream.decode_raw
 
     def counting(event: RawEvent) -> Any:
         slow.append(event)
         return original(event)
 
-    monkeypatch.setattr(module, "decode_raw", counting)
+    monkeypatch.setattr(stream, "decode_raw", counting)
     return slow
 
 
 def test_anthropic_deltas_skip_the_json_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    slow = _count_slow_decodes(monkeypatch, anthropic_messages)
+    slow = _count_slow_decodes(monkeypatch)
     fragments = [json.dumps(f) for f in ['{"a": "', "b\u00e9\\", '"}']] * 50
     for eol in ("\n", "\r\n"):  # CR framing is read by lines, but the delta data still matches
         slow.clear()
@@ -1311,9 +1314,8 @@ def test_anthropic_deltas_skip_the_json_parser(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_interactions_deltas_skip_the_json_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    from callbound.adapters import gemini_interactions_stream
 
-    slow = _count_slow_decodes(monkeypatch, gemini_interactions_stream)
+    slow = _count_slow_decodes(monkeypatch)
     fragments = [json.dumps(f) for f in ['{"a": "', "b\u00e9\\", '"}']] * 50
     for jsonl in (False, True):  # JSON lines are read by lines, but the delta data still matches
         slow.clear()
@@ -1322,9 +1324,8 @@ def test_interactions_deltas_skip_the_json_parser(monkeypatch: pytest.MonkeyPatc
 
 
 def test_responses_deltas_skip_the_json_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    from callbound.adapters import openai_responses_stream
 
-    slow = _count_slow_decodes(monkeypatch, openai_responses_stream)
+    slow = _count_slow_decodes(monkeypatch)
     fragments = [json.dumps(f) for f in ['{"a": "', "b\u00e9\\", '"}']] * 50
     for order in ("wire", "old", "last", "item id only"):
         for eol in ("\n", "\r\n"):
@@ -1336,9 +1337,8 @@ def test_responses_deltas_skip_the_json_parser(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_chat_fragments_skip_the_json_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    from callbound.adapters import openai_chat_stream
 
-    slow = _count_slow_decodes(monkeypatch, openai_chat_stream)
+    slow = _count_slow_decodes(monkeypatch)
     fragments = [json.dumps(f) for f in ['{"a": "', "b\u00e9\\", '"}']] * 50
     for eol in ("\n", "\r\n"):
         slow.clear()
@@ -1357,9 +1357,8 @@ def test_a_broken_fast_path_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_generate_pieces_skip_the_json_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    from callbound.adapters import gemini_stream
 
-    slow = _count_slow_decodes(monkeypatch, gemini_stream)
+    slow = _count_slow_decodes(monkeypatch)
     pieces = [_vertex_piece(json.dumps(f)) for f in ['{"a": "', "b\u00e9\\", '"}']] * 50
     for eol in ("\n", "\r\n"):  # CR framing is read by lines, but the chunk data still matches
         slow.clear()

@@ -61,7 +61,7 @@ from .base import (
 )
 from .schema import inline_refs
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
-from .stream import decode_raw
+from .stream import feed_one
 
 API = "anthropic-messages"
 PROVIDER = "anthropic"
@@ -337,10 +337,7 @@ class _Assembler:
         for event in events:
             found = _DELTA_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
             if found is None:
-                progress = self.feed(decode_raw(event))
-                if on_progress is not None:
-                    for item in progress:
-                        on_progress(item)
+                feed_one(self, event, on_progress)  # decoded and fed whole: the reference path
                 continue
             if self._aborted:
                 continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail

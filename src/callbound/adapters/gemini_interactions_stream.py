@@ -38,7 +38,7 @@ from .gemini_interactions import (
     turn_from_interaction,
 )
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
-from .stream import decode_raw
+from .stream import feed_one
 
 # A step.delta with an arguments_delta exactly as the API sends it (WIRE.md 5.6): compact, keys in this
 # order, a string value (JSON_STRING: valid JSON only, so the payload it stands for is known without
@@ -172,10 +172,7 @@ class _Assembler:
         for event in events:
             found = _ARGUMENTS_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
             if found is None:
-                progress = self.feed(decode_raw(event))
-                if on_progress is not None:
-                    for item in progress:
-                        on_progress(item)
+                feed_one(self, event, on_progress)  # decoded and fed whole: the reference path
                 continue
             if self._aborted:
                 continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail

@@ -29,7 +29,7 @@ from .base import (
 from .gemini_generate import API, _count, _first_candidate, _provenance, error_turn, turn_from_body
 from .gemini_schema import PartialArgs
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
-from .stream import decode_raw
+from .stream import feed_one
 
 _MISSING = object()
 
@@ -170,10 +170,7 @@ class _Assembler:
             found = _PIECE_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
             call = self._open
             if found is None or call is None:
-                progress = self.feed(decode_raw(event))
-                if on_progress is not None:
-                    for item in progress:
-                        on_progress(item)
+                feed_one(self, event, on_progress)  # decoded and fed whole: the reference path
                 continue
             if self._aborted:
                 continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail

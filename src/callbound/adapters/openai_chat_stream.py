@@ -31,7 +31,7 @@ from .openai_chat import (
     turn_from_completion,
 )
 from .sse import DONE, JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
-from .stream import decode_raw
+from .stream import feed_one
 
 # A chat.completion.chunk that carries one tool-call argument fragment and nothing else (WIRE.md 2.4),
 # as the API sends it: compact, top-level members in any order (each preceded by the opening brace
@@ -214,10 +214,7 @@ class _Assembler:
         for event in events:
             found = _FRAGMENT_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
             if found is None or found[3] is None:  # no choices: let feed() decide
-                progress = self.feed(decode_raw(event))
-                if on_progress is not None:
-                    for item in progress:
-                        on_progress(item)
+                feed_one(self, event, on_progress)  # decoded and fed whole: the reference path
                 continue
             if self._aborted:
                 continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail

@@ -34,7 +34,7 @@ from .openai_responses import (
     turn_from_response,
 )
 from .sse import JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
-from .stream import decode_raw
+from .stream import feed_one
 
 # A function-call argument delta (WIRE.md 1.6) as the API sends it: compact, "type" first, then only
 # members it sends (item_id, output_index, delta, sequence_number, obfuscation) in any order, as that
@@ -202,10 +202,7 @@ class _Assembler:
         for event in events:
             found = _DELTA_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
             if found is None:
-                progress = self.feed(decode_raw(event))
-                if on_progress is not None:
-                    for item in progress:
-                        on_progress(item)
+                feed_one(self, event, on_progress)  # decoded and fed whole: the reference path
                 continue
             if self._aborted:
                 continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail

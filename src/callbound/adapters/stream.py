@@ -52,6 +52,15 @@ def decode_raw(event: RawEvent) -> dict[str, Any] | str:
     return decode_frame(*frame_of(event))
 
 
+def feed_one(assembler: StreamAssembler, event: RawEvent, on_progress: ProgressCallback | None) -> None:
+    """Decode one event and feed it, as ``feed_events`` does: where a fast path does not apply, an
+    assembler's ``feed_events`` hands the event to this."""
+    progress = assembler.feed(decode_raw(event))
+    if on_progress is not None:
+        for item in progress:
+            on_progress(item)
+
+
 def feed_events(
     assembler: StreamAssembler, events: Sequence[RawEvent], on_progress: ProgressCallback | None
 ) -> None:
@@ -111,4 +120,4 @@ class StreamFeed:
         feed_events(self.assembler, events, on_progress)
 
 
-__all__ = ["FastAssembler", "StreamFeed", "decode_raw", "feed_events", "frame_of"]
+__all__ = ["FastAssembler", "StreamFeed", "decode_raw", "feed_events", "feed_one", "frame_of"]
