@@ -160,6 +160,7 @@ def build_callbound(
     store_factory: Callable[[], Any] | None = None,
     on_store: Callable[[Any], None] | None = None,
     wire: bool = True,
+    close_store: bool = True,
 ) -> RunOnce:
     import callbound as cb
     from callbound.runtime.tools import ToolExecutor
@@ -186,7 +187,7 @@ def build_callbound(
             raise RuntimeError(
                 f"callbound ended {outcome.state.value} {outcome.reason} after {model.requests}"
             )
-        close = getattr(store, "close", None)
+        close = getattr(store, "close", None) if close_store else None
         if close is not None:
             close()
         return elapsed, model.wire_s

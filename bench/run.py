@@ -522,8 +522,10 @@ def wal_table(cfg: Config, rep: Report, rows: list[str]) -> list[Table]:
     shown = {"sqlite_schema": "sqlite_schema (page 1, with the file header: rewritten when the file grows)"}
     page = next(iter(found.values()))["page_size"]
     t = Table(
-        f"SQLite pages written to the WAL per commit, by b-tree (steady state: a {n}-turn operation after a "
-        f"warm-up one, automatic checkpoints off so every frame stays countable; {page}-byte pages)",
+        f"SQLite pages written to the WAL per commit, by b-tree (steady state: three {n}-turn operations, or "
+        f"{6 * n} bare commits, after a warm-up, automatic checkpoints off so every frame stays countable; "
+        f"{page}-byte pages; operation ids are random, so where an operation's rows land among the others' "
+        "varies: three operations average that out)",
         ["b-tree (table or index)", *(DURABLE_LABELS[i] for i in found)],
     )
     for name in names:
