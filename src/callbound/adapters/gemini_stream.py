@@ -168,12 +168,10 @@ class _Assembler:
         with no open call, is decoded and fed whole. Runs once per event, hence inlined."""
         for event in events:
             found = _PIECE_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
-            call = self._open
+            call = self._open  # None once a byte cap tripped (_count closes it): feed() then ignores all
             if found is None or call is None:
                 feed_one(self, event, on_progress)  # decoded and fed whole: the reference path
                 continue
-            if self._aborted:
-                continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
             path, piece, model_version, response_id = found.groups()
             # feed()'s order: top-level members first (the call's label uses the response id), then
             # the candidate's role and its one part.
