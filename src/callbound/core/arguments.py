@@ -42,14 +42,19 @@ def _pairs_marking_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _BODY_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_marking_duplicates)
 
 
+def _no_bom(text: str) -> str:
+    """``text``, or the error ``json.loads`` raises for a leading BOM (a reused decoder does not check)."""
+    if text.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return text
+
+
 def loads_body(data: bytes | str) -> Any:
     """Parse a provider body leniently but faithfully: duplicates are marked, not silently merged.
     One decoder is reused: streams call this once per event."""
     if isinstance(data, bytes | bytearray):
         data = data.decode(json.detect_encoding(data), "surrogatepass")
-    if data.startswith("\ufeff"):
-        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", data, 0)
-    return _BODY_DECODER.decode(data)
+    return _BODY_DECODER.decode(_no_bom(data))
 
 
 def _reject_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -141,9 +146,7 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> tuple[dict[str, Any] | 
     if raw.strip() == "":
         return {}, None
     try:
-        if raw.startswith("\ufeff"):  # as json.loads does for str input
-            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", raw, 0)
-        value = _ARGS_DECODER.decode(raw)
+        value = _ARGS_DECODER.decode(_no_bom(raw))
     except ArgumentsError as exc:
         return None, str(exc)
     except (json.JSONDecodeError, RecursionError) as exc:
