@@ -44,6 +44,19 @@ def test_decide(status: LedgerStatus, action: LedgerAction) -> None:
     assert decide(entry(status)) is action
 
 
+@pytest.mark.parametrize(
+    ("status", "action"),
+    [
+        (LedgerStatus.STARTED, LedgerAction.IN_PROGRESS),  # D16/D21: its owner may be in the handler
+        (LedgerStatus.UNKNOWN, LedgerAction.RECONCILE),  # its owner gave up on it: nobody runs it
+        (LedgerStatus.SUCCEEDED, LedgerAction.REPLAY),
+        (LedgerStatus.FAILED, LedgerAction.RUN),
+    ],
+)
+def test_decide_entry_held_by_another_running_operation(status: LedgerStatus, action: LedgerAction) -> None:
+    assert decide(entry(status), held_elsewhere=True) is action
+
+
 def test_every_status_has_a_rule_and_only_failed_or_missing_runs() -> None:
     for status in LedgerStatus:
         action = decide(entry(status))
@@ -53,7 +66,7 @@ def test_every_status_has_a_rule_and_only_failed_or_missing_runs() -> None:
 
 def test_statuses_and_actions_are_strings() -> None:
     assert {s.value for s in LedgerStatus} == {"STARTED", "SUCCEEDED", "FAILED", "UNKNOWN"}
-    assert {a.value for a in LedgerAction} == {"RUN", "REPLAY", "RECONCILE"}
+    assert {a.value for a in LedgerAction} == {"RUN", "REPLAY", "RECONCILE", "IN_PROGRESS"}
     assert LedgerStatus.SUCCEEDED == "SUCCEEDED"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import callbound as cb
 from callbound.core.idempotency import LedgerEntry, LedgerStatus
 from callbound.stores.base import Commit
 from callbound.stores.memory import MemoryStore
+from callbound.stores.sqlite import SQLiteStore
 
 from .helpers import (
     Counter,
@@ -520,20 +522,26 @@ async def test_unknown_intent_reconciled_as_not_applied_runs_as_a_new_attempt() 
     assert entry.status is LedgerStatus.SUCCEEDED and entry.attempts == 2
 
 
-async def test_started_entry_left_by_a_dead_process_is_reconciled() -> None:
-    """A STARTED ledger row nobody finished (the process died mid-call) is never re-run blindly."""
-    payments = Payments()
-    store = MemoryStore()
-    # what a crashed process left behind: a STARTED entry and the payment it made
-    store.commit(Commit("op_dead", {"operation_id": "op_dead", "tenant": "acme"}, create=True))
+def _started_by(store: MemoryStore, owner: str, state: str) -> None:
+    """What another operation left behind: a STARTED entry for the intent, its head in ``state``."""
+    head = {"operation_id": owner, "tenant": "acme", "state": state}
+    store.commit(Commit(owner, head, create=True))
     store.commit(
         Commit(
-            "op_dead",
-            {"operation_id": "op_dead", "tenant": "acme"},
-            ledger=[LedgerEntry("ik_pay:A1", "acme", "pay", "op_dead", LedgerStatus.STARTED, None, 1)],
+            owner,
+            head,
+            ledger=[LedgerEntry("ik_pay:A1", "acme", "pay", owner, LedgerStatus.STARTED, None, 1)],
         )
     )
-    payments.apply("ik_pay:A1", "A1")
+
+
+async def test_started_entry_of_an_ended_operation_is_reconciled() -> None:
+    """A STARTED ledger row whose operation ended without settling it is never re-run blindly:
+    nobody is inside its handler any more, so the tool's reconcile finds out what happened."""
+    payments = Payments()
+    store = MemoryStore()
+    _started_by(store, "op_dead", "STOPPED")
+    payments.apply("ik_pay:A1", "A1")  # the payment that operation made
     ran: list[str] = []
 
     def handler(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
@@ -550,16 +558,83 @@ async def test_started_entry_left_by_a_dead_process_is_reconciled() -> None:
     assert last_outputs(h.model)["call_1"]["ok"] is True
 
 
+@pytest.mark.parametrize("owner_state", ["EXECUTING", "WAITING_APPROVAL", "MODEL_REQUESTED"])
+async def test_started_entry_of_a_running_operation_is_left_alone(owner_state: str) -> None:
+    """D16, D21: another operation that has not ended may be inside its handler right now; its
+    reconcile would find nothing yet and the effect would run twice. The call is neither run nor
+    reconciled; the model gets IN_PROGRESS and the ledger keeps the owner's entry."""
+    store = MemoryStore()
+    _started_by(store, "op_busy", owner_state)
+    ran: list[str] = []
+    looked: list[str] = []
+
+    def handler(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        ran.append(args.order_id)
+        return {"paid": args.order_id}
+
+    def reconcile(key: str, ctx: cb.CallContext) -> Any:
+        looked.append(key)
+        raise cb.NotApplied("nothing yet")
+
+    spec = pay_tool(Payments(), handler=handler, intent_key=_shared_intent, reconcile=reconcile)
+    h = make([calls("resp_1", fc("call_1", "pay", A1)), final("resp_2")], [spec], store=store)
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    assert ran == [] and looked == []
+    assert error_code(last_outputs(h.model)["call_1"]) == "IN_PROGRESS"
+    entry = ledger(store, "ik_pay:A1")
+    assert entry.status is LedgerStatus.STARTED and entry.operation_id == "op_busy"
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_two_operations_with_one_intent_at_once_apply_it_once(kind: str, tmp_path: Path) -> None:
+    """D16, D21, D18: operation B proposes the intent while operation A is inside its handler. B
+    must not reconcile (nothing is found yet) and then run it again: one payment, B's model told
+    IN_PROGRESS, and a later operation replays A's outcome."""
+    store: Any = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "cb.db")
+    payments = Payments()
+    inside, release = asyncio.Event(), asyncio.Event()
+
+    async def handler(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        inside.set()
+        await release.wait()
+        return payments.apply(ctx.idempotency_key, args.order_id)
+
+    def reconcile(key: str, ctx: cb.CallContext) -> Any:
+        found = payments.find(key)
+        if found is None:
+            raise cb.NotApplied("no payment with this key")
+        return found
+
+    spec = pay_tool(payments, handler=handler, intent_key=_shared_intent, reconcile=reconcile)
+
+    def script() -> list[Any]:
+        return [calls("resp_1", fc("call_1", "pay", A1)), final("resp_2")]
+
+    a, b, c = (make(script(), [spec], store=store) for _ in range(3))
+
+    async def while_a_runs() -> cb.Outcome:
+        await inside.wait()
+        try:
+            return await b.run(operation_id="op_b")
+        finally:
+            release.set()
+
+    out_a, out_b = await asyncio.gather(a.run(operation_id="op_a"), while_a_runs())
+    assert out_a.state == out_b.state == cb.State.COMPLETED
+    assert len(payments.rows) == 1
+    assert last_outputs(a.model)["call_1"]["ok"] is True
+    assert error_code(last_outputs(b.model)["call_1"]) == "IN_PROGRESS"
+    out_c = await c.run(operation_id="op_c")
+    assert out_c.state == cb.State.COMPLETED and len(payments.rows) == 1
+    assert last_outputs(c.model)["call_1"] == last_outputs(a.model)["call_1"]  # replayed
+    if kind == "sqlite":
+        store.close()
+
+
 async def test_started_entry_without_reconcile_stops() -> None:
     store = MemoryStore()
-    store.commit(Commit("op_dead", {"operation_id": "op_dead", "tenant": "acme"}, create=True))
-    store.commit(
-        Commit(
-            "op_dead",
-            {"operation_id": "op_dead", "tenant": "acme"},
-            ledger=[LedgerEntry("ik_pay:A1", "acme", "pay", "op_dead", LedgerStatus.STARTED, None, 1)],
-        )
-    )
+    _started_by(store, "op_dead", "FAILED")
     ran = Counter()
     spec = write_tool(ran, name="pay", intent_key=_shared_intent)
     h = make([calls("resp_1", fc("call_1", "pay", A1)), final("resp_2")], [spec], store=store)

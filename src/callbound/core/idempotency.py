@@ -55,14 +55,22 @@ class LedgerAction(StrEnum):
     RUN = "RUN"  # no entry, or FAILED: run the handler
     REPLAY = "REPLAY"  # SUCCEEDED: return the recorded result, do not run
     RECONCILE = "RECONCILE"  # UNKNOWN, or STARTED left by a dead process: ask the tool's reconcile
+    IN_PROGRESS = "IN_PROGRESS"  # STARTED by another operation that may be running it now: hands off
 
 
-def decide(entry: LedgerEntry | None) -> LedgerAction:
-    """What to do with a proposal of an intent, given its ledger entry. A STARTED entry seen by a
-    new proposal was left by a process that died mid-call (or whose lease expired, D21): its outcome
-    is unknown, so it is reconciled, never re-run blindly."""
+def decide(entry: LedgerEntry | None, *, held_elsewhere: bool = False) -> LedgerAction:
+    """What to do with a proposal of an intent, given its ledger entry.
+
+    A STARTED entry of the proposing operation itself was left by a process that died mid-call (the
+    operation is being driven again, so that process is gone): its outcome is unknown, so it is
+    reconciled, never re-run blindly. A STARTED entry of another operation that has not ended
+    (``held_elsewhere``) may be inside its handler right now: reconciling would find nothing yet and
+    run the effect a second time, so it is left alone (D16: never reconcile while the original may
+    still be running; D21: only its own operation's recovery, after its lease expired, settles it)."""
     if entry is None or entry.status is LedgerStatus.FAILED:
         return LedgerAction.RUN
     if entry.status is LedgerStatus.SUCCEEDED:
         return LedgerAction.REPLAY
+    if entry.status is LedgerStatus.STARTED and held_elsewhere:
+        return LedgerAction.IN_PROGRESS
     return LedgerAction.RECONCILE

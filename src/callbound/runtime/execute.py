@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.binding import TrustedCall, make_envelope
 from ..core.canonical import canonical_bytes
-from ..core.dispatch import HANDLER_ERROR, NO_PROGRESS, RESULT_TOO_LARGE, TIMEOUT
+from ..core.dispatch import HANDLER_ERROR, IN_PROGRESS, NO_PROGRESS, RESULT_TOO_LARGE, TIMEOUT
 from ..core.errors import CanonicalizationError, NotApplied
 from ..core.guards import identical_allowed, identical_key, result_cap
 from ..core.idempotency import LedgerAction, LedgerEntry, LedgerStatus, decide
 from ..core.registry import CallContext, ToolSpec
 from ..core.snapshot import envelope_to_dict
+from ..core.states import TERMINAL
 from ..core.types import ModelTurn, ToolCall, error_result, ok_result
 from .crash import crash_point, ledger_disabled
 from .operation import DONE, PLANNED, RUNNING, UNKNOWN, CallRecord, Operation
@@ -266,6 +267,22 @@ async def _reconcile(
     return True
 
 
+def _held_elsewhere(runner: Runner, op: Operation, entry: LedgerEntry | None) -> bool:
+    """True when ``entry`` is STARTED by another operation that has not ended: its driver may be
+    inside the handler right now. An operation whose head cannot be read is taken as running (the
+    safe side: a refusal, never a second effect)."""
+    if entry is None or entry.status is not LedgerStatus.STARTED or entry.operation_id == op.operation_id:
+        return False
+    stored = runner.store.load_operation(entry.operation_id)
+    if stored is None:
+        return False  # no such operation (its rows were purged): nobody can be running it
+    state = stored.head.get("state")
+    return not (isinstance(state, str) and state in _ENDED)
+
+
+_ENDED = frozenset(s.value for s in TERMINAL)
+
+
 async def _run_write(
     runner: Runner,
     op: Operation,
@@ -287,8 +304,26 @@ async def _run_write(
         if pending
         else runner.store.ledger_get(op.tenant, rec.idempotency_key)
     )
-    action = decide(entry)
+    action = decide(entry, held_elsewhere=_held_elsewhere(runner, op, entry))
     attempts = entry.attempts if entry else 0
+    if action is LedgerAction.IN_PROGRESS:
+        # Another operation is carrying out this intent and may be inside its handler now: neither
+        # run it nor reconcile it (D16, D21). Nothing of ours happened; the model may ask again
+        # later, when the ledger holds that operation's outcome to replay.
+        rec.producer = "ledger"
+        seal(
+            runner,
+            op,
+            turn,
+            rec,
+            spec,
+            error_result(
+                IN_PROGRESS,
+                f"the same {spec.name} request is already being carried out elsewhere and its outcome is "
+                "not known yet; it was not run again. Do not repeat it now.",
+            ),
+        )
+        return
     if action is LedgerAction.REPLAY:
         assert entry is not None and entry.result is not None
         rec.effect, rec.producer = "replayed", "ledger"
