@@ -933,6 +933,90 @@ def test_partial_args_without_an_open_call_is_a_failure() -> None:
     assert (turn.finish, turn.reason) == (Finish.API_FAILURE, "malformed_stream")
 
 
+OPEN_A = chunk([{"functionCall": {"name": "transfer", "willContinue": True}, "thoughtSignature": "c2ln"}])
+CUT_A = chunk([partial("$.account", stringValue="12", willContinue=True)])  # the string never ends
+OPEN_B = chunk([{"functionCall": {"name": "lookup", "willContinue": True}}])
+PIECE_B = chunk([partial("$.q", stringValue="ok")])
+CLOSE = chunk([{"functionCall": {}}])
+EMPTY = chunk([{"text": ""}])
+
+
+def progress_ids(progress: list[Progress]) -> list[str]:
+    """Call ids in the order progress first names them."""
+    return list(dict.fromkeys(p.call_id for p in progress if isinstance(p, CallStarted | ArgumentsProgress)))
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        [OPEN_A, CUT_A, CLOSE, OPEN_B, PIECE_B, CLOSE],
+        [EMPTY, OPEN_A, CUT_A, CLOSE, OPEN_B, PIECE_B, CLOSE],
+        [OPEN_A, CUT_A, CLOSE, EMPTY, OPEN_B, PIECE_B, CLOSE],
+        [chunk([{"text": "", "thought": True}, {"text": ""}]), OPEN_A, CUT_A, CLOSE, EMPTY, OPEN_B, PIECE_B],
+    ],
+    ids=["no-empty-text", "leading-empty-text", "empty-text-between", "empty-thought-and-text"],
+)
+def test_empty_text_runs_do_not_move_errors_or_ids_to_another_call(layout: list[dict[str, Any]]) -> None:
+    # finish() drops empty text runs (closing chunks carry {"text": ""}); errors and synthetic ids
+    # must follow each call to its position in the parts that remain.
+    turn, progress = run_stream([sse(*layout, chunk([{"text": ""}], "STOP"))])
+    a, b = turn.calls
+    assert (a.name, a.output_index, b.name, b.output_index) == ("transfer", 0, "lookup", 1)
+    assert a.arguments is None and "cut off" in str(a.arguments_error)  # never runs
+    assert (b.arguments, b.arguments_error) == ({"q": "ok"}, None)
+    assert progress_ids(progress) == [a.call_id, b.call_id] == ["s1:0", "s1:1"]
+    ready = [p.call_id for p in progress if isinstance(p, CallReady)]
+    assert ready == [a.call_id, b.call_id]
+    assert [part["functionCall"]["name"] for part in turn.continuation[0]["parts"]] == ["transfer", "lookup"]
+
+
+def test_text_and_empty_runs_before_whole_calls_give_the_final_ids() -> None:
+    data = sse(
+        EMPTY,
+        chunk([{"text": ""}, {"text": "Checking."}]),  # one run, not empty: it stays
+        chunk([{"functionCall": {"name": "a", "args": {"n": 1}}}]),
+        EMPTY,
+        chunk([{"functionCall": {"name": "b", "args": {"n": 2}}}]),
+        chunk([{"text": ""}], "STOP"),
+    )
+    turn, progress = run_stream([data])
+    assert [(c.name, c.call_id, c.arguments) for c in turn.calls] == [
+        ("a", "s1:1", {"n": 1}),
+        ("b", "s1:2", {"n": 2}),
+    ]
+    assert progress_ids(progress) == ["s1:1", "s1:2"]
+
+
+def test_fast_path_names_pieces_by_the_final_call_position(monkeypatch: pytest.MonkeyPatch) -> None:
+    from callbound.adapters import stream
+
+    decoded: list[Any] = []
+    original = stream.decode_raw
+    monkeypatch.setattr(stream, "decode_raw", lambda event: decoded.append(event) or original(event))
+    # Compact chunks, as the API sends them: the string pieces take the fast path.
+    chunks = [
+        EMPTY,
+        OPEN_A,
+        CUT_A,
+        CLOSE,
+        EMPTY,
+        OPEN_B,
+        chunk([partial("$.q", stringValue="ok", willContinue=True)]),
+    ]
+    chunks += [chunk([partial("$.q", stringValue="")]), CLOSE, chunk([{"text": ""}], "STOP")]
+    data = b"".join(b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\n\n" for c in chunks)
+    progress: list[Progress] = []
+    feed = stream.StreamFeed(ADAPTER.stream_assembler(None), progress.append)
+    feed.feed(data)
+    feed.close()
+    turn = feed.finish()
+    assert len(decoded) == len(chunks) - 2  # CUT_A and the first piece of B were read from their match
+    assert (turn, progress) == run_stream([data])
+    a, b = turn.calls
+    assert a.arguments is None and (b.arguments, b.arguments_error) == ({"q": "ok"}, None)
+    assert progress_ids(progress) == [a.call_id, b.call_id] == ["s1:0", "s1:1"]
+
+
 def test_parallel_whole_calls_across_and_within_chunks() -> None:
     data = sse(
         chunk([{"text": "Checking "}]),

@@ -648,6 +648,40 @@ def test_interleaved_parallel_calls_are_assembled_by_index() -> None:
     assert by_call == {"call_oslo": [7, 33], "call_rome": [15, 30]}
 
 
+@pytest.mark.parametrize("indices", [(0, 1), (1, 2), (3, 4), (0, 2), (2, 7)])
+@pytest.mark.parametrize("stop", [True, False], ids=["step.stop", "no-step.stop"])
+def test_each_call_is_parsed_from_its_own_arguments_whatever_the_step_indices(
+    indices: tuple[int, int], stop: bool
+) -> None:
+    # The argument text is kept by step index; calls are numbered by position among the steps.
+    a, b = (
+        call_events(i, cid, text)
+        for i, cid, text in zip(indices, ("cA", "cB"), ('{"amount":5}', '{"amount":500}'), strict=True)
+    )
+    if not stop:  # a step may end without step.stop: its text is joined at the end
+        a, b = a[:-1], b[:-1]
+    turn, _ = run_stream([sse(CREATED, *a, *b, completed())])
+    assert [(c.call_id, c.arguments, c.arguments_raw, c.output_index) for c in turn.calls] == [
+        ("cA", {"amount": 5}, '{"amount":5}', 0),
+        ("cB", {"amount": 500}, '{"amount":500}', 1),
+    ]
+    assert [step["arguments"] for step in turn.continuation] == [{"amount": 5}, {"amount": 500}]
+
+
+@pytest.mark.parametrize("bad_first", [True, False])
+def test_arguments_errors_stay_with_their_call_when_indices_have_gaps(bad_first: bool) -> None:
+    # Duplicate keys are caught only in the text as sent (D5): another call's text must never stand in.
+    bad = ("bad", '{"a": 1, "a": 2}')
+    good = ("good", '{"a": 3}')
+    first, second = (bad, good) if bad_first else (good, bad)
+    events = [CREATED, *call_events(1, *first), *call_events(6, *second), completed()]
+    turn, _ = run_stream([sse(*events)])
+    calls = {c.call_id: c for c in turn.calls}
+    assert [c.call_id for c in turn.calls] == [first[0], second[0]]
+    assert calls["bad"].arguments is None and "duplicate" in str(calls["bad"].arguments_error)
+    assert (calls["good"].arguments, calls["good"].arguments_error) == ({"a": 3}, None)
+
+
 def test_unparseable_streamed_arguments_stay_raw() -> None:
     events = [CREATED, *call_events(0, "c1", '{"a": 1,', ' "a": 2}'), completed()]
     turn, _ = run_stream([sse(*events)])

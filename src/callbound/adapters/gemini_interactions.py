@@ -131,8 +131,8 @@ def turn_from_interaction(
 ) -> ModelTurn:
     """Map an Interaction object (plain body, or a stream's terminal snapshot plus rebuilt ``items``).
 
-    ``raw_arguments`` holds the argument text a stream sent for a call (by index): that text, not the
-    object rebuilt for the continuation, is what the strict parser reads (D5)."""
+    ``raw_arguments`` holds the argument text a stream sent for a call (by position in ``items``):
+    that text, not the object rebuilt for the continuation, is what the strict parser reads (D5)."""
     prov = _provenance(model or inter.get("model"))
     rid = _real_id(inter.get("id")) or synthetic_response_id(raw_sha256)
     legacy = "steps" not in inter and isinstance(inter.get("outputs"), list)

@@ -65,7 +65,7 @@ class _Assembler:
         self._items: dict[int, dict[str, Any]] = {}
         self._args: dict[int, list[str]] = {}  # arguments_delta fragments, joined once at step.stop
         self._texts: dict[int, list[str]] = {}
-        self._raw: dict[int, str] = {}  # joined argument text per call, for the strict parser
+        self._raw: dict[int, str] = {}  # joined argument text by step index, for the strict parser
         self._call_bytes: dict[int, int] = {}
         self._announced: set[int] = set()
         self._total = 0
@@ -230,10 +230,13 @@ class _Assembler:
         if not _real_id(inter.get("id")):
             inter["id"] = self._rid
         inter.setdefault("model", self._model)
-        items = [self._build(i, self._items[i]) for i in sorted(self._items)]
+        order = sorted(self._items)
+        items = [self._build(i, self._items[i]) for i in order]
         if self._legacy:
             inter.pop("steps", None)
             inter["outputs"] = items
-        return turn_from_interaction(
-            inter, raw_sha256, model=self._model, items=items, raw_arguments=self._raw
-        )
+        # Step indices need not start at 0 or be contiguous; turn_from_interaction() reads raw
+        # argument text by position in items, so each call is parsed from its own text.
+        positions = {i: pos for pos, i in enumerate(order)}
+        raw = {positions[i]: text for i, text in self._raw.items()}
+        return turn_from_interaction(inter, raw_sha256, model=self._model, items=items, raw_arguments=raw)

@@ -57,9 +57,12 @@ _PIECE_EVENT = simple_event(_PIECE)
 
 class _PartialCall:
     """A call streamed as Vertex ``partialArgs`` (WIRE.md 4.7): the opening part's other keys
-    (``thoughtSignature``) stay with it; the values go into a ``PartialArgs`` tree."""
+    (``thoughtSignature``) stay with it; the values go into a ``PartialArgs`` tree. ``slot`` is its
+    place in the assembler's list, ``index`` its position among the parts ``finish()`` emits (what
+    errors, byte counts and synthetic ids are keyed by)."""
 
-    def __init__(self, index: int, part: dict[str, Any], fc: dict[str, Any]) -> None:
+    def __init__(self, slot: int, index: int, part: dict[str, Any], fc: dict[str, Any]) -> None:
+        self.slot = slot
         self.index = index
         self.extra = {k: v for k, v in part.items() if k != "functionCall"}
         self.name = fc.get("name")
@@ -83,6 +86,11 @@ class _TextRun:
         self.thought = thought
 
 
+def _empty_run(part: object) -> bool:
+    """A text run ``finish()`` drops (closing chunks carry ``{"text": ""}``)."""
+    return isinstance(part, _TextRun) and not any(part.fragments)
+
+
 class _Assembler:
     """Streaming assembly for streamGenerateContent chunks (WIRE.md 4.7)."""
 
@@ -95,10 +103,11 @@ class _Assembler:
         self._model_version: str | None = None
         self._role: Any = "model"
         self._parts: list[dict[str, Any] | _TextRun | _PartialCall] = []
+        self._dropped = 0  # empty text runs followed by another part: finish() leaves them out
         self._open: _PartialCall | None = None
         self._call_bytes: dict[int, int] = {}
         self._total = 0
-        self._arg_errors: dict[int, str] = {}
+        self._arg_errors: dict[int, str] = {}  # by position in finish()'s part list
         self._truncated: str | None = None
         self._finish: str | None = None
         self._finish_message: Any = None
@@ -116,6 +125,18 @@ class _Assembler:
         if isinstance(real, str) and real:
             return real
         return f"{self._rid}:{index}" if self._rid else f"#{index}"
+
+    def _position(self) -> int:
+        """Position in ``finish()``'s part list of the next part appended. Every text run before it
+        is final by then (text after it starts a new run), so the position is its slot minus the
+        empty runs before it, which ``finish()`` drops."""
+        last = self._parts[-1] if self._parts else None
+        return len(self._parts) - self._dropped - _empty_run(last)
+
+    def _append(self, part: dict[str, Any] | _TextRun | _PartialCall) -> None:
+        if self._parts and _empty_run(self._parts[-1]):
+            self._dropped += 1
+        self._parts.append(part)
 
     def _count(self, index: int, size: int) -> bool:
         self._call_bytes[index] = self._call_bytes.get(index, 0) + size
@@ -195,29 +216,29 @@ class _Assembler:
             last = self._parts[-1] if self._parts else None
             if not (isinstance(last, _TextRun) and last.thought == thought):
                 last = _TextRun(thought)
-                self._parts.append(last)
+                self._append(last)
             last.fragments.append(part["text"])
             return []
         fc = part.get("functionCall")
         if not isinstance(fc, dict):
-            self._parts.append(part)
+            self._append(part)
             return []
         out: list[Progress] = []
         if not fc:  # the empty terminator of a partialArgs call
             return self._close() if self._open is not None else []
         if "name" in fc and self._open is not None:
             out.extend(self._close())  # a new call begins: the previous one ended without a terminator
-        index = len(self._parts)
+        index = self._position()  # as turn_from_body() will number it, for ids and errors alike
         if "name" in fc and "partialArgs" not in fc and fc.get("willContinue") is not True:
             cid = self._cid(index, fc.get("id"))
             size = utf8_len(json.dumps(fc.get("args", {}), ensure_ascii=False, separators=(",", ":")))
             if not self._count(index, size):
                 return []
-            self._parts.append(part)
+            self._append(part)
             return [*out, CallStarted(cid, str(fc.get("name"))), ArgumentsProgress(cid, size), CallReady(cid)]
         if "name" in fc:
-            self._open = _PartialCall(index, part, fc)
-            self._parts.append(self._open)
+            self._open = _PartialCall(len(self._parts), index, part, fc)
+            self._append(self._open)
             out.append(CallStarted(self._cid(index, self._open.id), str(fc.get("name"))))
         elif self._open is None:
             self._malformed = "partialArgs arrived without an open call"
@@ -239,7 +260,7 @@ class _Assembler:
         assert call is not None
         self._open = None
         part, error = call.finalise()
-        self._parts[call.index] = part
+        self._parts[call.slot] = part
         if error is not None:
             self._arg_errors[call.index] = error
             if at_finish:
