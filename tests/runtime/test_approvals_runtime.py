@@ -502,6 +502,25 @@ async def test_redacted_arguments_are_shown_to_the_approver() -> None:
     assert p.argument_digest == sha256_hex(canonical_json(REFUND))  # the digest is of the real arguments
 
 
+async def test_d4_a_failing_redaction_hook_fails_closed_on_the_approval() -> None:
+    """D4/D20: a redact hook that raises is the tool's failure, not the caller's: run returns an Outcome
+    and the approval shows a placeholder, never the clear text the hook was meant to hide."""
+    refunds = Counter()
+
+    def redact(args: dict[str, Any]) -> dict[str, Any]:
+        raise KeyError("card_number")
+
+    h, out = await paused(tools=[refund_tool(refunds, redact=redact)])
+    (p,) = out.pending_approvals
+    assert p.arguments == "[redaction failed]"
+    assert p.argument_digest == sha256_hex(canonical_json(REFUND))  # the digest is of the real arguments
+    stored = h.store.get_approval(p.approval_id)
+    assert stored is not None and stored.arguments == "[redaction failed]"
+    out = await h.runner.resume(out.operation_id, [cb.Decision.approve(p.approval_id, approver="alice")])
+    assert out.state == cb.State.COMPLETED
+    assert refunds.n == 1
+
+
 async def test_approval_events_are_audited() -> None:
     h, out = await paused()
     (p,) = out.pending_approvals

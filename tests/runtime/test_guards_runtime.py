@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 import callbound as cb
+from callbound.testing import FakeClock, ScriptedModel
 
 from .helpers import (
+    API,
     MODEL,
     Concurrency,
     Counter,
@@ -27,6 +29,7 @@ from .helpers import (
     outputs,
     rebuild,
     refund_tool,
+    states,
     write_tool,
 )
 
@@ -205,6 +208,121 @@ async def test_not_after_ends_a_waiting_operation() -> None:
     out = await h.runner.resume(out.operation_id, [cb.Decision.approve(p.approval_id, approver="alice")])
     assert_stopped(out, "DEADLINE")
     assert refunds.n == 0
+
+
+async def test_d14_not_after_ends_an_operation_whose_approval_is_still_pending() -> None:
+    """D14: not_after ends the operation regardless, even before anyone decides the approval."""
+    refunds = Counter()
+    script = [calls("resp_1", fc("call_1", "refund", {"order_id": "A1", "amount": 5.0})), final("resp_2")]
+    h = make(script, [refund_tool(refunds)])
+    h.runner.budgets = cb.Budgets(not_after=h.clock.now() + timedelta(hours=1))
+    out = await h.run()
+    assert out.state == cb.State.WAITING_APPROVAL
+    h.clock.advance(2 * 3600)  # past not_after, well before the approval expires
+    h2 = rebuild(h, [refund_tool(refunds)])
+    out = await h2.runner.resume(out.operation_id)
+    assert_stopped(out, "DEADLINE")
+    assert refunds.n == 0
+    assert len(h2.model.requests) == 0
+
+
+class _SlowModel(ScriptedModel):
+    """Each model request takes ``seconds`` of (fake) active time."""
+
+    def __init__(self, clock: FakeClock, seconds: float, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.clock, self.seconds = clock, seconds
+
+    async def complete(self, body: Any, *, stream: bool, meta: Any, on_progress: Any = None) -> Any:
+        self.clock.advance(self.seconds)
+        return await super().complete(body, stream=stream, meta=meta, on_progress=on_progress)
+
+
+def _note_key(args: Any, ctx: cb.CallContext) -> str:
+    return f"note-{args.order_id}"
+
+
+async def test_d14_a_model_request_that_spends_the_deadline_starts_no_handler() -> None:
+    """D14: the model request's own time counts; its calls must not start with no time left."""
+    notes = Counter()
+    clock = FakeClock()
+    model = _SlowModel(
+        clock, 301, API, [calls("resp_1", fc("call_1", "set_note", order(1))), final("resp_2")]
+    )
+    runner = cb.Runner(
+        model=model,
+        registry=cb.Registry([write_tool(notes, intent_key=_note_key)]),
+        budgets=cb.Budgets(deadline_s=300),
+        clock=clock,
+        settings={"model": MODEL},
+    )
+    out = await runner.run("Note A1", tenant="acme", subject="user-1")
+    assert_stopped(out, "DEADLINE")
+    assert notes.n == 0
+    assert "EXECUTING" not in states(out)
+    assert out.spent["active_s"] >= 300
+    assert runner.store.ledger_get("acme", "ik_note-A1") is None
+
+
+async def test_d14_reads_that_spend_the_deadline_keep_the_turns_write_from_starting() -> None:
+    """D14/D16: a write after reads that used up the deadline does not start (it would get 0 s and an
+    unknown outcome); its intent is not left STARTED in the ledger."""
+    clock_box: list[FakeClock] = []
+    notes = Counter()
+
+    def slow(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        clock_box[0].advance(11)
+        return {"id": args.order_id}
+
+    script = [
+        calls("resp_1", fc("call_1", "get_order", order(1)), fc("call_2", "set_note", order(1))),
+        final("resp_2"),
+    ]
+    h = make(
+        script,
+        [get_order_tool(handler=slow), write_tool(notes, intent_key=_note_key)],
+        budgets=cb.Budgets(deadline_s=10),
+    )
+    clock_box.append(h.clock)
+    out = await h.run()
+    assert_stopped(out, "DEADLINE")
+    assert notes.n == 0
+    assert out.escalation is not None and out.escalation["call_ids"] == ["call_2"]
+    assert h.store.ledger_get("acme", "ik_note-A1") is None
+    assert len(h.model.requests) == 1
+
+
+async def test_d14_deadline_spent_before_an_approval_runs_nothing_on_resume() -> None:
+    """D14: EXECUTING after an approval checks the deadline before any handler starts."""
+    clock_box: list[FakeClock] = []
+    refunds = Counter()
+
+    def slow(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        clock_box[0].advance(11)
+        return {"id": args.order_id}
+
+    def tools() -> list[cb.ToolSpec]:
+        return [get_order_tool(handler=slow), refund_tool(refunds)]
+
+    script = [
+        calls(
+            "resp_1",
+            fc("call_1", "get_order", order(1)),
+            fc("call_2", "refund", {"order_id": "A1", "amount": 1.0}),
+        ),
+        final("resp_2"),
+    ]
+    h = make(script, tools(), budgets=cb.Budgets(deadline_s=10))
+    clock_box.append(h.clock)
+    out = await h.run()
+    assert out.state == cb.State.WAITING_APPROVAL
+    assert out.spent["active_s"] >= 10
+    (p,) = out.pending_approvals
+    h2 = rebuild(h, tools())
+    out = await h2.runner.resume(out.operation_id, [cb.Decision.approve(p.approval_id, approver="alice")])
+    assert_stopped(out, "DEADLINE")
+    assert refunds.n == 0
+    assert len(h2.model.requests) == 0
 
 
 # ---- tokens and cost ------------------------------------------------------------------------------

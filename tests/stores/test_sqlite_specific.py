@@ -57,6 +57,22 @@ def test_open_store_urls(tmp_path: Path) -> None:
     store.close()
 
 
+def test_d30_stores_open_is_the_documented_entry_point(tmp_path: Path) -> None:
+    """D30: ``callbound.stores.open(url)``; ``open_store`` stays as the earlier name."""
+    import callbound.stores
+    from callbound.stores.memory import MemoryStore
+
+    store = callbound.stores.open(f"sqlite:///{tmp_path / 'o.db'}")
+    assert isinstance(store, SQLiteStore)
+    assert store.path == str(tmp_path / "o.db")
+    store.close()
+    assert isinstance(callbound.stores.open("memory:"), MemoryStore)
+    assert "open" in callbound.stores.__all__
+    assert callbound.stores.open_store is callbound.stores.open
+    with pytest.raises(UsageError, match="unknown store URL"):
+        callbound.stores.open("mysql://nope")
+
+
 def _set_version(path: Path, version: int) -> None:
     raw = sqlite3.connect(path)
     raw.execute("UPDATE meta SET value = ? WHERE key = ?", (str(version), META_KEY))

@@ -43,10 +43,10 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _open(url: str) -> Any:
-    from ..stores import open_store
+    from .. import stores
 
     try:
-        return open_store(url)
+        return stores.open(url)
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
 

@@ -71,8 +71,10 @@ class ToolSpec:
 
     ``requires_approval`` defaults to ``risk == "irreversible"`` (D17); ``authorize(args, ctx)`` returns
     True to allow; ``intent_key(args, ctx)`` names the business intent for write tools (D13);
-    ``reconcile(key, ctx)`` finds out what happened after an unknown outcome (D16) and returns the
-    result (``found``), ``None`` (definitely not applied) or raises ``LookupError`` (cannot tell).
+    ``reconcile(key, ctx)`` finds out what happened after an unknown outcome (D16): it returns the
+    effect's result (applied; ``None`` is a null result, not "absent"), raises ``NotApplied``
+    (definitely not applied, so the call may run again) or raises anything else (cannot tell: the
+    operation stops OUTCOME_UNKNOWN).
     """
 
     name: str

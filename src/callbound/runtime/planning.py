@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.approvals import PendingApproval, revalidate
 from ..core.canonical import sha256_hex
@@ -21,6 +21,7 @@ from ..core.guards import (
     Stop,
     check_tool_calls,
 )
+from ..core.registry import ToolSpec
 from ..core.states import State
 from ..core.types import ModelTurn, error_result
 from .crash import crash_point
@@ -76,7 +77,7 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
                 response_id=rec.response_id,
                 call_id=rec.call_id,
                 tool=item.spec.name,
-                arguments=item.spec.redact(item.call.arguments) if item.spec.redact else item.call.arguments,
+                arguments=_shown_arguments(item.spec, item.call.arguments),
                 argument_digest=item.argument_digest,
                 policy_revision=runner.policy.revision,
                 schema_version=item.spec.schema_version,
@@ -100,6 +101,18 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
                 runner.audit_key,
             )
     after_plan(runner, op)
+
+
+def _shown_arguments(spec: ToolSpec, arguments: Any) -> Any:
+    """The arguments shown to the approver and stored with the approval, through the tool's
+    redaction hook (D20). A failing hook is a tool's data, not a runner failure (D4); it must not
+    store the clear text it was meant to hide."""
+    if spec.redact is None:
+        return arguments
+    try:
+        return spec.redact(arguments)
+    except Exception:
+        return "[redaction failed]"
 
 
 def after_plan(runner: Runner, op: Operation) -> None:
@@ -135,6 +148,11 @@ async def approvals_ready(runner: Runner, op: Operation) -> bool:
     decided or expired, re-validating each approved call (D17)."""
     assert op.current is not None
     now = runner.clock.now()
+    # D14: not_after ends the operation regardless, also while approvals are still pending.
+    if op.budgets.not_after is not None and now >= op.budgets.not_after:
+        runner._stop(op, "DEADLINE", "not_after passed while waiting for approval")
+        await runner._flush(op)
+        return True
     waiting = [r for r in op.current.records if r.status == WAITING]
     approvals: dict[str, PendingApproval] = {}
     for rec in waiting:
@@ -147,10 +165,6 @@ async def approvals_ready(runner: Runner, op: Operation) -> bool:
         approvals[rec.approval_id] = a
         if a.status == "pending" and now < a.expires_at:
             return False
-    if op.budgets.not_after is not None and now >= op.budgets.not_after:
-        runner._stop(op, "DEADLINE", "not_after passed while waiting for approval")
-        await runner._flush(op)
-        return True
     turn = op.current.turn
     calls = {(c.response_id, c.call_id): c for c in turn.calls}
     expired_stop = False

@@ -31,6 +31,7 @@ from ..core.guards import (
     check_before_model_request,
     check_running,
 )
+from ..core.idempotency import LedgerEntry, LedgerStatus
 from ..core.ids import IdSource, RandomIds
 from ..core.machine import classify_turn
 from ..core.model import ModelClient, RequestMeta
@@ -43,7 +44,7 @@ from ..stores.memory import MemoryStore
 from .clock import Clock, SystemClock
 from .crash import crash_point
 from .execute import run_turn
-from .operation import PLANNED, UNKNOWN, WAITING, Operation
+from .operation import PLANNED, RUNNING, UNKNOWN, WAITING, CallRecord, Operation
 from .outcome import ApproverNotAllowed, Outcome, Policy, Price
 from .planning import approvals_ready, enter_waiting, plan
 from .results import send_results
@@ -393,6 +394,9 @@ class Runner:
         turn = await self.model.complete(
             body, stream=bool(op.settings.get("stream")), meta=meta, on_progress=progress
         )
+        # The request's own time counts before any check below: a request that used up the deadline
+        # must stop the operation before its calls run (D14).
+        self._tick(op)
         op.model_requests += 1
         self._account(op, turn)
         turn_plain = turn_to_dict(turn)
@@ -513,13 +517,36 @@ class Runner:
 
     async def _execute(self, op: Operation) -> None:
         assert op.current is not None
-        if any(r.status == PLANNED for r in op.current.records) and op.pending_journal:
+        statuses = {r.status for r in op.current.records}
+        # D14: no handler starts once the deadline is spent (here: on entering EXECUTING, also after
+        # an approval or in another process). A write left RUNNING by a process that died must go
+        # through reconcile first (D16); the check before each write below still applies to it.
+        if PLANNED in statuses and RUNNING not in statuses:
+            self._tick(op)
+            stop = check_running(op.budgets, op.spent, self.clock.now())
+            if isinstance(stop, Stop):
+                self._stop_before_handlers(op, stop)
+                await self._flush(op)
+                return
+        if PLANNED in statuses and op.pending_journal:
             await self._flush(op)  # C1 is durable before any handler runs (D18)
 
         async def flush() -> None:
-            await self._flush(op)
+            self._tick(op)
+            if _starting_write(op) is not None:
+                # Earlier calls of this turn may have used up the deadline: the write about to start
+                # would get no time at all and end with an unknown outcome (D14, D16).
+                stop = check_running(op.budgets, op.spent, self.clock.now())
+                if isinstance(stop, Stop):
+                    raise _DeadlineSpent(stop)
+            self.store.commit(op.take_commit())
 
-        await run_turn(self, op, flush)
+        try:
+            await run_turn(self, op, flush)
+        except _DeadlineSpent as spent:
+            self._stop_before_handlers(op, spent.stop)
+            await self._flush(op)
+            return
         records = op.current.records
         unknown = [r for r in records if r.status == UNKNOWN]
         if unknown:
@@ -539,6 +566,22 @@ class Runner:
             await self._flush(op)
             return
         self._move(op, State.RESULTS_READY, "results_ready")
+
+    def _stop_before_handlers(self, op: Operation, stop: Stop) -> None:
+        """End the operation from EXECUTING without starting another handler. A write that was about
+        to start is put back: its ledger STARTED never reaches the store, so its intent stays free."""
+        assert op.current is not None
+        starting = _starting_write(op)
+        if starting is not None:
+            rec, entry = starting
+            op.pending_ledger = [e for e in op.pending_ledger if e is not entry]
+            rec.status = PLANNED
+        self._stop(
+            op,
+            stop.reason,
+            stop.detail,
+            call_ids=[r.call_id for r in op.current.records if r.status == PLANNED],
+        )
 
     async def _send_results(self, op: Operation) -> None:
         """RESULTS_READY → MODEL_REQUESTED (runtime/results.py); a method so tests can interpose."""
@@ -566,6 +609,27 @@ class Runner:
             escalation=op.escalation,
             spent=op.spent.to_dict(),
         )
+
+
+class _DeadlineSpent(Exception):
+    """Raised by the commit before a write's handler when the deadline is spent, so it never starts."""
+
+    def __init__(self, stop: Stop) -> None:
+        super().__init__(stop.detail)
+        self.stop = stop
+
+
+def _starting_write(op: Operation) -> tuple[CallRecord, LedgerEntry] | None:
+    """The write whose handler is about to start: RUNNING, with ledger STARTED not yet committed."""
+    if op.current is None:
+        return None
+    for rec in op.current.records:
+        if rec.status != RUNNING or rec.idempotency_key is None:
+            continue
+        mine = [e for e in op.pending_ledger if e.key == rec.idempotency_key and e.tenant == op.tenant]
+        if mine and mine[-1].status is LedgerStatus.STARTED:
+            return rec, mine[-1]
+    return None
 
 
 def _run_sync(coro: Any) -> Outcome:

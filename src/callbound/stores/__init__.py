@@ -5,11 +5,12 @@ from __future__ import annotations
 from .base import Commit, JournalRow, Store, StoredOperation
 from .memory import MemoryStore
 
-__all__ = ["Commit", "JournalRow", "MemoryStore", "Store", "StoredOperation", "open_store"]
+__all__ = ["Commit", "JournalRow", "MemoryStore", "Store", "StoredOperation", "open", "open_store"]
 
 
-def open_store(url: str | None) -> Store:
-    """``memory:``, ``sqlite:///path`` (default ``./callbound.db``) or ``postgresql://...``."""
+def open(url: str | None) -> Store:  # the documented name (D30): callbound.stores.open(url)
+    """Open a store by URL: ``memory:``, ``sqlite:///path`` (default ``./callbound.db``) or
+    ``postgresql://...`` (needs the ``postgres`` extra)."""
     from ..core.errors import UsageError
 
     if url is None or url == "":
@@ -34,3 +35,7 @@ def open_store(url: str | None) -> Store:
             ) from exc
         return PostgresStore(url)
     raise UsageError(f"unknown store URL {url!r}; use sqlite:///path, postgresql://... or memory:")
+
+
+# The earlier name, kept so existing code keeps working.
+open_store = open
