@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from callbound.adapters import get
-from callbound.adapters.base import StreamCaps, result_text
+from callbound.adapters.base import StreamCaps, body_bytes, result_text
 from callbound.adapters.openai_chat import ADAPTER
 from callbound.adapters.sse import SSEReader, decode_event, iter_payloads
+from callbound.adapters.stream import StreamFeed
 from callbound.core.errors import ProtocolViolation
 from callbound.core.registry import ToolDeclaration
 from callbound.core.types import (
@@ -461,6 +462,78 @@ def test_multibyte_character_split_across_deltas_and_byte_chunks() -> None:
         asm.feed(e)
     turn = asm.finish(hashlib.sha256(raw).hexdigest())
     assert turn.calls[0].arguments == {"city": "Zürich 😀"}
+
+
+def ascii_sse(*events: dict[str, Any] | str) -> bytes:
+    """Like ``sse`` but compact and with every non-ASCII character JSON-escaped, as the API writes
+    it: a lone surrogate in a delta goes on the wire as its ``\\uXXXX`` escape."""
+    return sse(*(e if isinstance(e, str) else json.dumps(e, separators=(",", ":")) for e in events))
+
+
+def next_request(turn: ModelTurn) -> bytes:
+    """The bytes of a request that carries the turn back (D8); raises if they cannot be encoded."""
+    items = [{"role": "user", "content": "hi"}, *ADAPTER.turn_items(turn)]
+    req = ADAPTER.build_request(
+        items=items, tools=[], settings={"model": "m"}, instructions=None, stream=True
+    )
+    return body_bytes(req)
+
+
+def fed(raw: bytes) -> ModelTurn:
+    """The turn through StreamFeed (fast path included), as the transports read a stream."""
+    feed = StreamFeed(ADAPTER.stream_assembler(), None)
+    feed.feed(raw)
+    feed.close()
+    return feed.finish()
+
+
+def test_text_character_split_across_two_deltas_as_surrogate_halves() -> None:
+    # "😀" arrives as two JSON-escaped UTF-16 halves in two content deltas, then a tool call follows.
+    raw = ascii_sse(
+        chunk({"role": "assistant", "content": "Looking up \ud83d"}),
+        chunk({"content": "\ude00 now"}),
+        frag(0, '{"order_id":"A1"}', "call_1", "get_order"),
+        chunk({}, "tool_calls"),
+        "[DONE]",
+    )
+    assert raw.isascii()
+    for turn in (run_stream([raw])[0], fed(raw)):
+        assert turn.finish is Finish.TOOL_PROPOSALS
+        assert turn.text == "Looking up 😀 now"
+        assert turn.continuation[0]["content"] == "Looking up 😀 now"
+        assert "Looking up 😀 now".encode() in next_request(turn)
+
+
+def test_refusal_character_split_across_two_deltas_as_surrogate_halves() -> None:
+    raw = ascii_sse(
+        chunk({"role": "assistant", "content": None, "refusal": ""}),
+        chunk({"refusal": "No \ud83d"}),
+        chunk({"refusal": "\ude00."}),
+        chunk({}, "stop"),
+        "[DONE]",
+    )
+    for turn in (run_stream([raw])[0], fed(raw)):
+        assert (turn.finish, turn.refusal) == (Finish.REFUSAL, "No 😀.")
+        assert turn.continuation[0]["refusal"] == "No 😀."
+        next_request(turn)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.text(min_size=0, max_size=30), cuts=st.lists(st.integers(min_value=0, max_value=80), max_size=8)
+)
+def test_any_utf16_split_of_the_text_gives_the_same_text(text: str, cuts: list[int]) -> None:
+    # Cut the text between any two UTF-16 code units, as the API may split its deltas.
+    units = text.encode("utf-16-le")
+    points = sorted({2 * (c % (len(units) // 2 + 1)) for c in cuts})
+    pieces = [
+        units[a:b].decode("utf-16-le", "surrogatepass")
+        for a, b in zip([0, *points], [*points, len(units)], strict=True)
+    ]
+    raw = ascii_sse(*(chunk({"content": p}) for p in pieces), chunk({}, "stop"), "[DONE]")
+    turn, _ = run_stream([raw])
+    assert turn.text == text
+    next_request(turn)
 
 
 def test_interleaved_parallel_calls_from_file() -> None:

@@ -15,10 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from callbound.adapters import get
-from callbound.adapters.base import StreamCaps
+from callbound.adapters.base import StreamCaps, body_bytes
 from callbound.adapters.openai_responses import ADAPTER
 from callbound.adapters.sse import iter_payloads
+from callbound.adapters.stream import StreamFeed
 from callbound.core.errors import ProtocolViolation
+from callbound.core.machine import classify_turn
+from callbound.core.states import State
 from callbound.core.types import (
     ArgumentsProgress,
     CallReady,
@@ -286,6 +289,47 @@ def test_missing_call_id_is_synthetic_and_marked() -> None:
     call = turn.calls[0]
     assert call.call_id == "resp_1:1"
     assert call.synthetic_id is True
+
+
+def no_call_id(name: str = "get_order", arguments: str = '{"order_id":"A1"}', **extra: Any) -> dict[str, Any]:
+    """A function_call item the API sent without its call_id (or with an empty one)."""
+    item = {"type": "function_call", "id": "fc_nocid", "name": name, "arguments": arguments}
+    return {**item, "status": "completed", **extra}
+
+
+@pytest.mark.parametrize("item", [no_call_id(), no_call_id(call_id=""), no_call_id(call_id=None)])
+def test_a_call_without_call_id_cannot_be_answered_so_the_turn_fails(item: dict[str, Any]) -> None:
+    # D7: the synthetic id may not go back as function_call_output.call_id, and the API pairs an
+    # output with its call by call_id alone, so no call of this turn may run.
+    turn = ADAPTER.parse_response(body(output=[msg(text("Checking.")), item]))
+    assert turn.finish is Finish.API_FAILURE
+    assert (turn.raw_stop_reason, turn.reason) == ("completed", "missing_call_id")
+    assert turn.failure is not None and not turn.failure.retryable
+    assert not turn.executable
+    assert turn.calls[0].synthetic_id  # kept for display
+    verdict = classify_turn(turn)
+    assert (verdict.target, verdict.reason, verdict.retryable) == (State.FAILED, "MISSING_CALL_ID", False)
+
+
+def test_one_call_without_call_id_fails_the_whole_turn() -> None:
+    # Its function_call could not even be replayed (D8) beside the answered ones.
+    turn = ADAPTER.parse_response(body(output=[fc("call_a", "get_order", '{"order_id":"A1"}'), no_call_id()]))
+    assert (turn.finish, turn.reason) == (Finish.API_FAILURE, "missing_call_id")
+    assert [c.synthetic_id for c in turn.calls] == [False, True]
+    assert not turn.executable
+
+
+def test_refusal_and_truncation_still_win_over_a_call_without_call_id() -> None:
+    refused = ADAPTER.parse_response(body(output=[msg(refusal("I can't help with that.")), no_call_id()]))
+    assert (refused.finish, refused.reason) == (Finish.REFUSAL, "refusal")  # D31
+    cut = ADAPTER.parse_response(
+        body(
+            "incomplete",
+            [no_call_id(arguments='{"order_')],
+            incomplete_details={"reason": "max_output_tokens"},
+        )
+    )
+    assert (cut.finish, cut.reason) == (Finish.TRUNCATED, "max_tokens")
 
 
 def test_usage_counts_and_missing_usage_is_null() -> None:
@@ -1022,6 +1066,80 @@ def test_stream_refusal_wins_over_a_call() -> None:
     assert turn.finish is Finish.REFUSAL
     assert turn.refusal == "I can't help with that."
     assert not turn.executable
+
+
+def _stream_without_call_id(added_item: dict[str, Any], done_item: dict[str, Any]) -> bytes:
+    events = [
+        created(),
+        added(0, added_item),
+        delta(0, "fc_nocid", '{"order_id":'),
+        delta(0, "fc_nocid", '"A1"}'),
+        done(0, done_item),
+        completed(),
+    ]
+    # compact, as the API writes it, so StreamFeed reads the argument deltas on its fast path
+    frames = (f"event: {e['type']}\ndata: {json.dumps(e, separators=(',', ':'))}\n\n" for e in events)
+    return "".join(frames).encode()
+
+
+@pytest.mark.parametrize(
+    "added_item",
+    [
+        {**no_call_id(arguments=""), "status": "in_progress"},
+        # the added copy had a call_id, but the done item (the one replayed, D8) has none
+        {**no_call_id(arguments=""), "status": "in_progress", "call_id": "call_early"},
+    ],
+)
+def test_stream_call_without_call_id_fails_as_the_plain_body_does(added_item: dict[str, Any]) -> None:
+    raw = _stream_without_call_id(added_item, no_call_id())
+    plain = ADAPTER.parse_response(body(output=[no_call_id()], id="resp_s"))
+    feed = StreamFeed(ADAPTER.stream_assembler(), None)
+    feed.feed(raw)
+    feed.close()
+    for turn in (assemble([raw])[0], feed.finish()):
+        assert (turn.finish, turn.raw_stop_reason, turn.reason) == (
+            Finish.API_FAILURE,
+            "completed",
+            "missing_call_id",
+        )
+        assert turn.failure == plain.failure
+        assert not turn.executable
+        calls = [(c.call_id, c.synthetic_id, c.arguments) for c in turn.calls]
+        assert calls == [(c.call_id, c.synthetic_id, c.arguments) for c in plain.calls]
+        assert calls == [("resp_s:0", True, {"order_id": "A1"})]
+
+
+def test_stream_text_and_refusal_with_split_surrogate_deltas_come_whole_from_the_done_item() -> None:
+    # Text and refusal deltas are not joined: the done item carries each string whole, so a non-BMP
+    # character whose escaped halves arrive in two deltas cannot leave lone surrogates behind.
+    item = {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}
+    parts = [text("hi 😀"), refusal("no 😀")]
+    events = [
+        created(),
+        added(0, item),
+        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+         "delta": "hi \ud83d"},
+        {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+         "delta": "\ude00"},
+        {"type": "response.refusal.delta", "item_id": "msg_1", "output_index": 0, "content_index": 1,
+         "delta": "no \ud83d"},
+        {"type": "response.refusal.delta", "item_id": "msg_1", "output_index": 0, "content_index": 1,
+         "delta": "\ude00"},
+        done(0, {**item, "status": "completed", "content": parts}),
+        completed(),
+    ]  # fmt: skip
+    raw = sse(*events)
+    assert raw.isascii()
+    turn, _, _ = assemble([raw])
+    assert (turn.text, turn.refusal) == ("hi 😀", "no 😀")
+    request = ADAPTER.build_request(
+        items=[{"role": "user", "content": "hi"}, *ADAPTER.turn_items(turn)],
+        tools=[],
+        settings={},
+        instructions=None,
+        stream=True,
+    )
+    body_bytes(request)  # the next request can be sent
 
 
 def test_stream_incomplete_terminal() -> None:

@@ -22,16 +22,17 @@ def responses(case: str) -> dict[str, Any]:
     if raw == "failed":
         body["error"] = {"code": variant or "server_error", "message": "boom"}
         variant = ""
-    if variant == "calls":
-        body["output"].append(
-            {
-                "type": "function_call",
-                "id": "fc_1",
-                "call_id": "call_1",
-                "name": "get_order",
-                "arguments": json.dumps(CALL_ARGS),
-            }
-        )
+    if variant in ("calls", "nocallid"):
+        call = {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": "get_order",
+            "arguments": json.dumps(CALL_ARGS),
+        }
+        if variant == "nocallid":
+            del call["call_id"]
+        body["output"].append(call)
     elif variant == "refusal":
         body["output"].append(
             {

@@ -13,7 +13,8 @@
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
 - Streaming: one chunk per ``data:`` line; tool-call fragments keyed by ``index`` (id and name only
   on the first fragment); the usage chunk has ``choices: []``; the stream is complete only when a
-  finish_reason was seen and ``[DONE]`` arrived. Fragments are kept as lists and joined once. Chunks
+  finish_reason was seen and ``[DONE]`` arrived. Fragments (arguments, content, refusal) are kept as
+  lists and joined once, re-pairing a character split over two chunks as surrogate halves. Chunks
   that carry only one argument fragment are read from the raw event text without the JSON parser
   (``feed_events``, the fast path of ``callbound.adapters.stream``).
 """

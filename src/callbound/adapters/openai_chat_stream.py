@@ -237,12 +237,15 @@ class _Assembler:
 
     def message(self) -> dict[str, Any]:
         """The assistant message as the plain API would have returned it, for the continuation (D8)."""
+        # Text, like arguments, may have a character outside the BMP split into its escaped surrogate
+        # halves over two chunks: a plain join would leave two lone surrogates, which no request body
+        # can carry.
         msg: dict[str, Any] = {
             "role": self._role,
-            "content": "".join(self._content) if self._content is not None else None,
+            "content": join_fragments(self._content) if self._content is not None else None,
         }
         if self._refusal is not None:
-            msg["refusal"] = "".join(self._refusal)
+            msg["refusal"] = join_fragments(self._refusal)
         if self._slots:
             msg["tool_calls"] = [
                 {

@@ -6,9 +6,11 @@
   ``encrypted_content``, messages with ``phase``, function calls) is resent unchanged, then the
   outputs. ``previous_response_id`` is opt-in (``settings["continuation"] = "previous_response_id"``).
 - Status mapping (D1): ``completed`` → TOOL_PROPOSALS if function_call items else FINAL_TEXT;
-  a refusal content part → REFUSAL (D31); ``incomplete`` + ``max_output_tokens`` → TRUNCATED;
-  ``incomplete`` + ``content_filter`` → REFUSAL; ``failed``/``cancelled`` → API_FAILURE; anything else
-  → API_FAILURE(unknown_stop_reason).
+  a refusal content part → REFUSAL (D31); a function_call without ``call_id`` → API_FAILURE
+  (missing_call_id, not retryable): its output could not be paired with it, and D7 forbids sending
+  the synthetic id; ``incomplete`` + ``max_output_tokens`` → TRUNCATED; ``incomplete`` +
+  ``content_filter`` → REFUSAL; ``failed``/``cancelled`` → API_FAILURE; anything else →
+  API_FAILURE(unknown_stop_reason).
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
 - Streaming: final items come from ``response.output_item.done`` keyed by ``output_index`` (the
   terminal snapshot may have an empty ``output``); argument deltas are kept as a list and joined once.
@@ -160,6 +162,11 @@ def turn_from_response(
     if status == "completed":
         if refusal_parts:
             return turn(Finish.REFUSAL, "completed", "refusal")
+        if any(call.synthetic_id for call in calls):
+            # The API pairs function_call_output with its call by call_id alone, and D7 forbids sending
+            # the synthetic id back: such a call can never be answered, so none of the turn's calls
+            # may run (and the function_call could not even be replayed without its call_id).
+            return turn(Finish.API_FAILURE, "completed", "missing_call_id", Failure("status", False))
         if calls:
             return turn(Finish.TOOL_PROPOSALS, "completed", None)
         return turn(Finish.FINAL_TEXT, "completed", None)

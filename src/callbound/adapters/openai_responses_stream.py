@@ -174,7 +174,9 @@ class _Assembler:
         if kind == "error":
             self._error = event
             return []
-        return []  # text/refusal/reasoning deltas and hosted-tool events: the done items carry them
+        # Text/refusal/reasoning deltas and hosted-tool events: the done items carry them, as whole
+        # strings, so a character split over two deltas as surrogate halves is never joined here.
+        return []
 
     def _arguments(self, idx: int, delta: str) -> int | None:
         """Keep one argument delta of item ``idx``. Returns the call's byte count when an
