@@ -535,6 +535,56 @@ def test_lease_expiry_lets_another_worker_take_over_and_fences_the_first(store: 
     assert store.claim("w3", 10, at(20)) == ("op1", 3)  # free at once, token never goes back
 
 
+def test_hold_takes_one_operation_for_a_direct_drive_and_moves_the_fence(store: Any) -> None:
+    """D21 for Runner.run/resume: one holder at a time; the fence moves so an earlier holder's
+    writes fail; a worker's claim respects the hold, and a hold respects a worker's claim."""
+    create(store, "op1", fence=3)
+    create(store, "op2")
+    assert store.hold("missing", "d1", 10, now_fn=at(0)) is None
+    assert store.lease_holder("op1", at(0)) is None
+    assert store.hold("op1", "d1", 10, now_fn=at(0)) == 4
+    assert store.load_operation("op1").head["fence"] == 4
+    assert store.lease_holder("op1", at(5)) == "d1"
+    assert store.hold("op1", "d2", 10, now_fn=at(5)) is None  # held by d1
+    assert store.claim("w1", 10, at(5)) == ("op2", 1)  # a worker skips the held operation
+    assert store.hold("op2", "d2", 10, now_fn=at(5)) is None  # and a hold skips the claimed one
+    assert store.hold("op1", "d1", 10, now_fn=at(5)) == 5  # the holder itself may take it again
+    assert store.hold("op1", "d2", 10, now_fn=at(5), replacing="d1") == 6  # d1 was found gone
+    assert store.lease_holder("op1", at(5)) == "d2"
+    assert store.hold("op1", "d3", 10, now_fn=at(5), replacing="d1") is None  # d2 holds it now
+    with pytest.raises(StaleLease):
+        store.commit(Commit("op1", make_head("op1", "EXECUTING", fence=5), [JournalRow("n", {})], fence=5))
+    assert store.renew("op1", "d2", 6, 10, at(14)) is True  # held until 24
+    assert store.hold("op1", "d3", 10, now_fn=at(23)) is None
+    assert store.lease_holder("op1", at(24)) is None  # expired
+    assert store.hold("op1", "d3", 10, now_fn=at(24)) == 7
+    assert store.release("op1", 7) is True
+    assert store.lease_holder("op1", at(25)) is None
+    assert store.hold("op1", "d4", 10, now_fn=at(25)) == 8  # released: free at once
+
+
+def test_concurrent_holds_of_one_operation_are_exclusive(backend: Backend) -> None:
+    first = backend.open()
+    create(first, "op1")
+    stores = [backend.open() for _ in range(4)]
+    barrier = threading.Barrier(len(stores))
+    got: list[int | None] = []
+    lock = threading.Lock()
+
+    def work(store: Any, name: str) -> None:
+        barrier.wait()
+        fence = store.hold("op1", name, 60)
+        with lock:
+            got.append(fence)
+
+    threads = [threading.Thread(target=work, args=(s, f"d{i}")) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got, key=lambda f: f or 0) == [None, None, None, 1]
+
+
 def test_lease_times_come_from_the_store_clock(store: Any) -> None:
     create(store, "op1")
     assert store.claim("w1", 30) == ("op1", 1)

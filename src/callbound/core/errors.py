@@ -87,6 +87,21 @@ class StaleLease(StoreError):
     """A write carried a fencing token that is no longer current (D21)."""
 
 
+class OperationBusy(StoreError):
+    """Another process, worker or drive holds the operation's lease (D21): it may be running one of
+    its calls right now, so this one must not drive it too. Wait for it to finish, or for its lease
+    to expire, then resume."""
+
+    def __init__(self, operation_id: str, holder: str | None) -> None:
+        self.operation_id = operation_id
+        self.holder = holder
+        who = f" ({holder})" if holder else ""
+        super().__init__(
+            f"operation {operation_id} is being driven elsewhere{who}; wait for it to finish or for its "
+            "lease to expire (a lease lasts lease_s seconds after its holder's last renewal), then resume it"
+        )
+
+
 class OperationExists(StoreError):
     """A new operation was given an id the store already holds. Resume that operation
     (``Runner.resume``) or start a new one with another id (or none: callbound makes one)."""

@@ -31,7 +31,6 @@ from ..core.guards import (
     check_before_model_request,
     check_running,
 )
-from ..core.idempotency import LedgerEntry, LedgerStatus
 from ..core.ids import IdSource, RandomIds
 from ..core.machine import classify_turn
 from ..core.model import ModelClient, RequestMeta
@@ -43,10 +42,11 @@ from ..stores.base import JournalRow, Store
 from ..stores.memory import MemoryStore
 from .clock import Clock, SystemClock
 from .crash import crash_point
-from .execute import run_turn
-from .operation import PLANNED, RUNNING, UNKNOWN, WAITING, CallRecord, Operation
+from .executing import execute_step
+from .lease import driving
+from .operation import WAITING, Operation
 from .outcome import ApproverNotAllowed, Outcome, Policy, Price
-from .planning import approvals_ready, enter_waiting, plan
+from .planning import approvals_ready, plan
 from .results import send_results
 from .retry import backoff_delay
 from .tools import ToolExecutor
@@ -82,6 +82,7 @@ class Runner:
         executor: ToolExecutor | None = None,
         app: dict[str, Any] | None = None,
         rng: random.Random | None = None,
+        lease_s: float = 30.0,
     ) -> None:
         self.model = model
         self.adapter = model.adapter
@@ -111,6 +112,10 @@ class Runner:
         self.app = app  # recorded with each operation so `callbound resume` can rebuild this runner
         # Backoff jitter (D26) draws from this; pass a seeded Random for reproducible retry timing.
         self.rng = rng if rng is not None else random.Random()
+        if not lease_s > 0:
+            raise UsageError("lease_s must be positive")
+        # run/resume hold the operation's lease for this long past each renewal (D21, runtime/lease.py)
+        self.lease_s = lease_s
         self._segments: dict[str, float] = {}
         self._turn_plain: tuple[ModelTurn, dict[str, Any]] | None = (
             None  # operation id -> monotonic start of the active segment
@@ -125,7 +130,10 @@ class Runner:
     ) -> Outcome:
         op = self._new_operation(input, tenant, subject, operation_id)
         await self._flush(op)
-        return await self._drive(op)
+        async with driving(self.store, op.operation_id, self.lease_s) as fence:
+            if fence is not None:
+                op.fence = fence
+            return await self._drive(op)
 
     def submit(self, input: str | None, tenant: str, subject: str, operation_id: str | None = None) -> str:
         """Queue an operation for workers without running it (D21)."""
@@ -134,6 +142,14 @@ class Runner:
         return op.operation_id
 
     async def resume(self, operation_id: str, decisions: Sequence[Decision] = ()) -> Outcome:
+        """Record ``decisions`` and drive the operation on. Holds its lease meanwhile, so two drives
+        never run one operation at once (``OperationBusy``); a drive of this host whose process is
+        gone is taken over at once, anyone else's lease must expire first (D21)."""
+        async with driving(self.store, operation_id, self.lease_s):
+            return await self.resume_leased(operation_id, decisions)
+
+    async def resume_leased(self, operation_id: str, decisions: Sequence[Decision] = ()) -> Outcome:
+        """``resume`` for a caller that already holds the operation's lease (a worker's claim)."""
         op = self._load(operation_id)
         if op.state in TERMINAL:
             raise UsageError(
@@ -516,72 +532,8 @@ class Runner:
         return TrustedOperation(op.operation_id, op.tenant, op.subject, None)
 
     async def _execute(self, op: Operation) -> None:
-        assert op.current is not None
-        statuses = {r.status for r in op.current.records}
-        # D14: no handler starts once the deadline is spent (here: on entering EXECUTING, also after
-        # an approval or in another process). A write left RUNNING by a process that died must go
-        # through reconcile first (D16); the check before each write below still applies to it.
-        if PLANNED in statuses and RUNNING not in statuses:
-            self._tick(op)
-            stop = check_running(op.budgets, op.spent, self.clock.now())
-            if isinstance(stop, Stop):
-                self._stop_before_handlers(op, stop)
-                await self._flush(op)
-                return
-        if PLANNED in statuses and op.pending_journal:
-            await self._flush(op)  # C1 is durable before any handler runs (D18)
-
-        async def flush() -> None:
-            self._tick(op)
-            if _starting_write(op) is not None:
-                # Earlier calls of this turn may have used up the deadline: the write about to start
-                # would get no time at all and end with an unknown outcome (D14, D16).
-                stop = check_running(op.budgets, op.spent, self.clock.now())
-                if isinstance(stop, Stop):
-                    raise _DeadlineSpent(stop)
-            self.store.commit(op.take_commit())
-
-        try:
-            await run_turn(self, op, flush)
-        except _DeadlineSpent as spent:
-            self._stop_before_handlers(op, spent.stop)
-            await self._flush(op)
-            return
-        records = op.current.records
-        unknown = [r for r in records if r.status == UNKNOWN]
-        if unknown:
-            self._stop(
-                op,
-                "OUTCOME_UNKNOWN",
-                "a write's outcome is unknown and could not be reconciled; check the downstream system "
-                "for these idempotency keys before resuming by hand",
-                call_ids=[r.call_id for r in unknown],
-                idempotency_keys=[r.idempotency_key for r in unknown],
-                tools=[r.tool for r in unknown],
-            )
-            await self._flush(op)
-            return
-        if any(r.status == WAITING for r in records):
-            enter_waiting(self, op)
-            await self._flush(op)
-            return
-        self._move(op, State.RESULTS_READY, "results_ready")
-
-    def _stop_before_handlers(self, op: Operation, stop: Stop) -> None:
-        """End the operation from EXECUTING without starting another handler. A write that was about
-        to start is put back: its ledger STARTED never reaches the store, so its intent stays free."""
-        assert op.current is not None
-        starting = _starting_write(op)
-        if starting is not None:
-            rec, entry = starting
-            op.pending_ledger = [e for e in op.pending_ledger if e is not entry]
-            rec.status = PLANNED
-        self._stop(
-            op,
-            stop.reason,
-            stop.detail,
-            call_ids=[r.call_id for r in op.current.records if r.status == PLANNED],
-        )
+        """EXECUTING → RESULTS_READY | WAITING_APPROVAL | STOPPED (runtime/executing.py)."""
+        await execute_step(self, op)
 
     async def _send_results(self, op: Operation) -> None:
         """RESULTS_READY → MODEL_REQUESTED (runtime/results.py); a method so tests can interpose."""
@@ -609,27 +561,6 @@ class Runner:
             escalation=op.escalation,
             spent=op.spent.to_dict(),
         )
-
-
-class _DeadlineSpent(Exception):
-    """Raised by the commit before a write's handler when the deadline is spent, so it never starts."""
-
-    def __init__(self, stop: Stop) -> None:
-        super().__init__(stop.detail)
-        self.stop = stop
-
-
-def _starting_write(op: Operation) -> tuple[CallRecord, LedgerEntry] | None:
-    """The write whose handler is about to start: RUNNING, with ledger STARTED not yet committed."""
-    if op.current is None:
-        return None
-    for rec in op.current.records:
-        if rec.status != RUNNING or rec.idempotency_key is None:
-            continue
-        mine = [e for e in op.pending_ledger if e.key == rec.idempotency_key and e.tenant == op.tenant]
-        if mine and mine[-1].status is LedgerStatus.STARTED:
-            return rec, mine[-1]
-    return None
 
 
 def _run_sync(coro: Any) -> Outcome:

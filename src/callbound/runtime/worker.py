@@ -87,7 +87,7 @@ class Worker:
         self.stats.claimed += 1
         heartbeat = asyncio.create_task(self._heartbeat(operation_id, fence))
         try:
-            outcome = await self.runner.resume(operation_id)
+            outcome = await self.runner.resume_leased(operation_id)  # the claim is the lease
             state = outcome.state.value
             self.stats.outcomes[operation_id] = state
             if outcome.state in TERMINAL:

@@ -99,6 +99,25 @@ class LeaseStore(Store, Protocol):
         ``(operation_id, fence)``; None when there is nothing to do."""
         ...
 
+    def hold(
+        self,
+        operation_id: str,
+        owner: str,
+        lease_s: float,
+        *,
+        replacing: str | None = None,
+        now_fn: NowFn | None = None,
+    ) -> int | None:
+        """Take the lease of one operation for a direct drive (``Runner.run`` / ``resume``): when it is
+        free or expired, already ``owner``'s, or held by ``replacing`` (a holder the caller found
+        gone). Moves the fencing token (``head["fence"]`` too) and returns it; None when another
+        holder's lease is still running or there is no such operation."""
+        ...
+
+    def lease_holder(self, operation_id: str, now_fn: NowFn | None = None) -> str | None:
+        """The owner of the operation's unexpired lease, or None."""
+        ...
+
     def renew(
         self, operation_id: str, worker_id: str, fence: int, lease_s: float, now_fn: NowFn | None = None
     ) -> bool:

@@ -145,6 +145,34 @@ class MemoryStore:
                 return op, fence
             return None
 
+    def hold(
+        self,
+        operation_id: str,
+        owner: str,
+        lease_s: float,
+        *,
+        replacing: str | None = None,
+        now_fn: NowFn | None = None,
+    ) -> int | None:
+        now = time.time() if now_fn is None else now_fn()
+        with self._lock:
+            head = self._heads.get(operation_id)
+            if head is None:
+                return None
+            lease = self._leases.get(operation_id)
+            if lease is not None and lease[1] > now and lease[0] not in (owner, replacing):
+                return None
+            fence = int(head.get("fence") or 0) + 1
+            self._heads[operation_id] = {**head, "fence": fence}
+            self._leases[operation_id] = (owner, now + lease_s)
+            return fence
+
+    def lease_holder(self, operation_id: str, now_fn: NowFn | None = None) -> str | None:
+        now = time.time() if now_fn is None else now_fn()
+        with self._lock:
+            lease = self._leases.get(operation_id)
+            return lease[0] if lease is not None and lease[1] > now else None
+
     def renew(
         self, operation_id: str, worker_id: str, fence: int, lease_s: float, now_fn: NowFn | None = None
     ) -> bool:

@@ -1,6 +1,6 @@
 """PostgreSQL store (psycopg 3, synchronous API). Needs the ``postgres`` extra.
 
-This module is imported only by ``open_store`` or by users who ask for it, never by ``import
+This module is imported only by ``callbound.stores.open`` or by users who ask for it, never by ``import
 callbound``. One ``commit`` is one transaction: a fenced ``UPDATE … RETURNING`` of the head row (or the
 ``INSERT`` of a new one), then the appended journal and audit rows and the ledger and approval upserts,
 pipelined. Statements are prepared by psycopg after a few uses. Workers claim operations with
@@ -94,6 +94,19 @@ _CLAIM = (
     "UPDATE operations o SET fence = COALESCE(o.fence, 0) + 1, lease_owner = %(worker)s, "
     "lease_expires_at = n.t + %(lease)s * interval '1 second' "
     "FROM pick, n WHERE o.id = pick.id RETURNING o.operation_id, o.fence"
+)
+# A direct drive's lease on one operation (D21): free, expired, already ours, or held by an owner the
+# caller found gone.
+_HOLD = (
+    "WITH n AS MATERIALIZED (SELECT COALESCE(to_timestamp(%(now)s::float8), clock_timestamp()) AS t) "
+    "UPDATE operations o SET fence = COALESCE(o.fence, 0) + 1, lease_owner = %(owner)s, "
+    "lease_expires_at = n.t + %(lease)s * interval '1 second' FROM n WHERE o.operation_id = %(op)s "
+    "AND (o.lease_owner IS NULL OR o.lease_expires_at IS NULL OR o.lease_expires_at <= n.t "
+    "OR o.lease_owner = %(owner)s OR o.lease_owner = %(replacing)s::text) RETURNING o.fence"
+)
+_HOLDER = (
+    "SELECT lease_owner FROM operations WHERE operation_id = %s AND lease_owner IS NOT NULL "
+    f"AND lease_expires_at > {_NOW}"
 )
 _RENEW = (
     f"UPDATE operations SET lease_expires_at = {_NOW} + %s * interval '1 second' "
@@ -427,6 +440,27 @@ class PostgresStore:
                 .fetchone()
             )
         return None if row is None else (str(row[0]), int(row[1]))
+
+    def hold(
+        self,
+        operation_id: str,
+        owner: str,
+        lease_s: float,
+        *,
+        replacing: str | None = None,
+        now_fn: NowFn | None = None,
+    ) -> int | None:
+        now = None if now_fn is None else float(now_fn())
+        params = {"now": now, "owner": owner, "lease": lease_s, "op": operation_id, "replacing": replacing}
+        with self._lock, self._errors(f"taking the lease on {operation_id}"):
+            row = self._connection().execute(_HOLD, params).fetchone()
+        return None if row is None else int(row[0])
+
+    def lease_holder(self, operation_id: str, now_fn: NowFn | None = None) -> str | None:
+        now = None if now_fn is None else float(now_fn())
+        with self._lock, self._errors(f"reading the lease on {operation_id}"):
+            row = self._connection().execute(_HOLDER, (operation_id, now)).fetchone()
+        return None if row is None else str(row[0])
 
     def renew(
         self, operation_id: str, worker_id: str, fence: int, lease_s: float, now_fn: NowFn | None = None

@@ -127,6 +127,19 @@ _RELEASE = (
     "WHERE operation_id = ? AND fence = ? AND lease_owner IS NOT NULL"
 )
 
+# A direct drive's lease on one operation (D21): free, expired, already ours, or held by an owner the
+# caller found gone (?5). ?1 owner, ?2 now (NULL: the database's clock), ?3 lease seconds, ?4 operation.
+_HOLD = (
+    f"UPDATE operations SET fence = COALESCE(fence, 0) + 1, lease_owner = ?1, "
+    f"lease_expires_at = COALESCE(?2, {_DB_NOW}) + ?3 WHERE operation_id = ?4 AND (lease_owner IS NULL "
+    f"OR lease_expires_at IS NULL OR lease_expires_at <= COALESCE(?2, {_DB_NOW}) OR lease_owner = ?1 "
+    "OR lease_owner = ?5) RETURNING fence"
+)
+_HOLDER = (
+    "SELECT lease_owner FROM operations WHERE operation_id = ? AND lease_owner IS NOT NULL "
+    f"AND lease_expires_at > COALESCE(?, {_DB_NOW})"
+)
+
 
 def _approval_row(a: PendingApproval, data: str | None = None) -> tuple[str, str, str, str, int, int, str]:
     return (
@@ -547,6 +560,27 @@ class SQLiteStore:
                     conn.execute(_CLAIM_TAKE, (fence, worker_id, now + lease_s, picked))
                     return str(operation_id), fence
             return None  # every candidate was taken under our feet: the caller polls again
+
+    def hold(
+        self,
+        operation_id: str,
+        owner: str,
+        lease_s: float,
+        *,
+        replacing: str | None = None,
+        now_fn: NowFn | None = None,
+    ) -> int | None:
+        now = None if now_fn is None else float(now_fn())
+        with self._lock, self._errors(f"taking the lease on {operation_id}"):
+            # fetchall: an autocommit statement with RETURNING ends (and commits) once stepped through
+            rows = self._conn.execute(_HOLD, (owner, now, lease_s, operation_id, replacing)).fetchall()
+            return int(rows[0][0]) if rows else None
+
+    def lease_holder(self, operation_id: str, now_fn: NowFn | None = None) -> str | None:
+        now = None if now_fn is None else float(now_fn())
+        with self._lock, self._errors(f"reading the lease on {operation_id}"):
+            row = self._conn.execute(_HOLDER, (operation_id, now)).fetchone()
+            return None if row is None else str(row[0])
 
     def renew(
         self, operation_id: str, worker_id: str, fence: int, lease_s: float, now_fn: NowFn | None = None

@@ -1,0 +1,109 @@
+"""EXECUTING → RESULTS_READY | WAITING_APPROVAL | STOPPED: one turn's planned calls, run under the
+deadline (D14), with C1 durable before any handler (D18) and unknown write outcomes escalated (D16)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..core.guards import Stop, check_running
+from ..core.idempotency import LedgerEntry, LedgerStatus
+from ..core.states import State
+from .execute import run_turn
+from .operation import PLANNED, RUNNING, UNKNOWN, WAITING, CallRecord, Operation
+from .planning import enter_waiting
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+
+async def execute_step(runner: Runner, op: Operation) -> None:
+    """Run the turn's planned calls (C1 first, D18), stopping before any handler once the deadline
+    is spent (D14); then RESULTS_READY, WAITING_APPROVAL or STOPPED(OUTCOME_UNKNOWN)."""
+    assert op.current is not None
+    statuses = {r.status for r in op.current.records}
+    # D14: no handler starts once the deadline is spent (here: on entering EXECUTING, also after
+    # an approval or in another process). A write left RUNNING by a process that died must go
+    # through reconcile first (D16); the check before each write below still applies to it.
+    if PLANNED in statuses and RUNNING not in statuses:
+        runner._tick(op)
+        stop = check_running(op.budgets, op.spent, runner.clock.now())
+        if isinstance(stop, Stop):
+            _stop_before_handlers(runner, op, stop)
+            await runner._flush(op)
+            return
+    if PLANNED in statuses and op.pending_journal:
+        await runner._flush(op)  # C1 is durable before any handler runs (D18)
+
+    async def flush() -> None:
+        runner._tick(op)
+        if _starting_write(op) is not None:
+            # Earlier calls of this turn may have used up the deadline: the write about to start
+            # would get no time at all and end with an unknown outcome (D14, D16).
+            stop = check_running(op.budgets, op.spent, runner.clock.now())
+            if isinstance(stop, Stop):
+                raise _DeadlineSpent(stop)
+        runner.store.commit(op.take_commit())
+
+    try:
+        await run_turn(runner, op, flush)
+    except _DeadlineSpent as spent:
+        _stop_before_handlers(runner, op, spent.stop)
+        await runner._flush(op)
+        return
+    records = op.current.records
+    unknown = [r for r in records if r.status == UNKNOWN]
+    if unknown:
+        runner._stop(
+            op,
+            "OUTCOME_UNKNOWN",
+            "a write's outcome is unknown and could not be reconciled; check the downstream system "
+            "for these idempotency keys before resuming by hand",
+            call_ids=[r.call_id for r in unknown],
+            idempotency_keys=[r.idempotency_key for r in unknown],
+            tools=[r.tool for r in unknown],
+        )
+        await runner._flush(op)
+        return
+    if any(r.status == WAITING for r in records):
+        enter_waiting(runner, op)
+        await runner._flush(op)
+        return
+    runner._move(op, State.RESULTS_READY, "results_ready")
+
+
+def _stop_before_handlers(runner: Runner, op: Operation, stop: Stop) -> None:
+    """End the operation from EXECUTING without starting another handler. A write that was about
+    to start is put back: its ledger STARTED never reaches the store, so its intent stays free."""
+    assert op.current is not None
+    starting = _starting_write(op)
+    if starting is not None:
+        rec, entry = starting
+        op.pending_ledger = [e for e in op.pending_ledger if e is not entry]
+        rec.status = PLANNED
+    runner._stop(
+        op,
+        stop.reason,
+        stop.detail,
+        call_ids=[r.call_id for r in op.current.records if r.status == PLANNED],
+    )
+
+
+class _DeadlineSpent(Exception):
+    """Raised by the commit before a write's handler when the deadline is spent, so it never starts."""
+
+    def __init__(self, stop: Stop) -> None:
+        super().__init__(stop.detail)
+        self.stop = stop
+
+
+def _starting_write(op: Operation) -> tuple[CallRecord, LedgerEntry] | None:
+    """The write whose handler is about to start: RUNNING, with ledger STARTED not yet committed."""
+    if op.current is None:
+        return None
+    for rec in op.current.records:
+        if rec.status != RUNNING or rec.idempotency_key is None:
+            continue
+        mine = [e for e in op.pending_ledger if e.key == rec.idempotency_key and e.tenant == op.tenant]
+        if mine and mine[-1].status is LedgerStatus.STARTED:
+            return rec, mine[-1]
+    return None
