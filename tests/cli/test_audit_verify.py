@@ -98,3 +98,57 @@ def test_hmac_key_protects_against_a_rewritten_chain(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     without_key = cli("audit", "verify", "--store", store, cwd=tmp_path)
     assert without_key.returncode == 1  # plain SHA-256 links do not match HMAC links
+
+
+def _head(conn: sqlite3.Connection, op: str) -> dict[str, object]:
+    doc: dict[str, object] = json.loads(
+        conn.execute("SELECT head FROM operations WHERE operation_id = ?", (op,)).fetchone()[0]
+    )
+    return doc
+
+
+def test_events_deleted_from_the_end_of_the_chain_are_named(
+    completed: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """The chain's last links removed leave the chain itself intact; the operation row records its end."""
+    db, store, op = completed
+    with sqlite3.connect(db) as conn:
+        (last,) = conn.execute("SELECT max(seq) FROM audit WHERE operation_id = ?", (op,)).fetchone()
+        assert _head(conn, op)["audit_seq"] == last
+        conn.execute("DELETE FROM audit WHERE operation_id = ? AND seq = ?", (op, last))
+    r = cli("audit", "verify", op, "--store", store, cwd=tmp_path)
+    assert r.returncode == 1
+    assert "audit chain end" in r.stderr and f"seq {last}" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [("results", "journal has no result"), ("turn", "missing from the journal")],
+)
+def test_journal_rows_deleted_under_the_chain_are_named(
+    completed: tuple[Path, str, str], tmp_path: Path, kind: str, why: str
+) -> None:
+    db, store, op = completed
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM journal WHERE operation_id = ? AND kind = ?", (op, kind))
+    r = cli("audit", "verify", op, "--store", store, cwd=tmp_path)
+    assert r.returncode == 1
+    assert why in r.stderr
+
+
+def test_an_edited_final_text_is_named(completed: tuple[Path, str, str], tmp_path: Path) -> None:
+    db, store, op = completed
+    with sqlite3.connect(db) as conn:
+        head = _head(conn, op)
+        head["text"] = "Refund of 1,000,000 approved."
+        conn.execute("UPDATE operations SET head = ? WHERE operation_id = ?", (json.dumps(head), op))
+    r = cli("audit", "verify", op, "--store", store, cwd=tmp_path)
+    assert r.returncode == 1
+    assert "final text" in r.stderr
+
+
+def test_an_unknown_operation_is_a_usage_error_not_tampering(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'cb.db'}"
+    r = cli("audit", "verify", "op_nope", "--store", store, cwd=tmp_path)
+    assert r.returncode == 2
+    assert "no operation" in r.stderr and "TAMPERED" not in r.stderr

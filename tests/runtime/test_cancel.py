@@ -68,6 +68,10 @@ def test_cancel_a_waiting_operation_and_resume_is_refused() -> None:
         runner.resume_sync(out.operation_id)
     with pytest.raises(cb.UsageError):
         runner.cancel(out.operation_id)
+    # its approval can no longer take effect: deciding it is refused, not reported as a success
+    (approval,) = out.pending_approvals
+    with pytest.raises(cb.UsageError, match="can no longer take effect"):
+        runner.approve(approval.approval_id, approver="alice", tenant="t")
 
 
 def test_cancel_is_refused_while_a_write_handler_runs_and_fences_out_the_old_owner() -> None:

@@ -277,6 +277,24 @@ async def test_reconcile_not_applied_allows_a_later_run() -> None:
     assert entry.status is LedgerStatus.SUCCEEDED and entry.attempts == 2
 
 
+async def test_a_failed_write_reconciled_as_not_applied_is_reported_as_a_handler_error() -> None:
+    """D16: the handler raised (no timeout); reconcile says nothing happened. The model is told
+    HANDLER_ERROR, not TIMEOUT: the code says what happened to the attempt."""
+
+    def handler(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        raise RuntimeError("payments API returned 502")
+
+    def reconcile(key: str, ctx: cb.CallContext) -> Any:
+        raise cb.NotApplied("no such payment")
+
+    spec = pay_tool(Payments(), handler=handler, reconcile=reconcile)
+    h = make([calls("resp_1", fc("call_1", "pay", A1)), final("resp_2")], [spec])
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    result = last_outputs(h.model)["call_1"]
+    assert error_code(result) == "HANDLER_ERROR" and "not applied" in result["error"]["message"]
+
+
 @pytest.mark.parametrize("reconcile", [None, "lookup_error", "crash"])
 async def test_unknown_outcome_stops_with_an_escalation_naming_the_key(reconcile: str | None) -> None:
     payments = Payments()

@@ -387,6 +387,13 @@ def audit_verify(
     from ..runtime.verify import verify_store
 
     st = _open(store)
+    if (
+        operation_id is not None
+        and st.load_operation(operation_id) is None
+        and not st.audit_events(operation_id)
+    ):
+        # nothing of it anywhere: a wrong id, not tampering (an operation row deleted under its chain is)
+        raise _fail(f"no operation {operation_id!r} in this store")
     key = os.environ.get("CALLBOUND_AUDIT_KEY")
     problems = verify_store(st, operation_id, key.encode() if key else None)
     if problems:

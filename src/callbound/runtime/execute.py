@@ -236,7 +236,13 @@ def _ledger(
 
 
 async def _reconcile(
-    runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec, attempts: int
+    runner: Runner,
+    op: Operation,
+    turn: ModelTurn,
+    rec: CallRecord,
+    spec: ToolSpec,
+    attempts: int,
+    failure_code: str = TIMEOUT,
 ) -> bool:
     """D16: find out whether an unknown write happened. True if the call is settled (done), False if
     nobody can tell (the record is UNKNOWN, the operation must stop)."""
@@ -254,7 +260,10 @@ async def _reconcile(
             turn,
             rec,
             spec,
-            error_result(TIMEOUT, f"{spec.name} did not complete and was not applied; you may try again."),
+            # the code says what happened to the attempt: it timed out, or the handler failed
+            error_result(
+                failure_code, f"{spec.name} did not complete and was not applied; you may try again."
+            ),
         )
         return True
     except Exception:  # LookupError or anything else: cannot tell
@@ -371,4 +380,6 @@ async def _run_write(
     if outcome.still_running:
         rec.status = UNKNOWN  # the thread may still apply it: nobody may reconcile yet
         return
-    await _reconcile(runner, op, turn, rec, spec, attempts)
+    await _reconcile(
+        runner, op, turn, rec, spec, attempts, TIMEOUT if outcome.kind == "timeout" else HANDLER_ERROR
+    )

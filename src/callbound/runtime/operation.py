@@ -215,6 +215,10 @@ class Operation:
             "fence": self.fence,
             "commits": self.commits,
             "updated_at": self._updated_at_iso(),
+            # The chain's last link as of this commit (written in the same transaction as it), so
+            # `audit verify` sees events deleted from the end of the chain.
+            "audit_seq": None if self.audit_tail is None else self.audit_tail.seq,
+            "audit_hash": None if self.audit_tail is None else self.audit_tail.hash,
         }
 
     def _created_at_iso(self) -> str:

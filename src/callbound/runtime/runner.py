@@ -176,6 +176,16 @@ class Runner:
             or (_op is not None and approval.operation_id != _op.operation_id)
         ):
             raise UnknownApproval(f"no approval {decision.approval_id!r} for tenant {tenant!r}")
+        if _op is None and approval.status == "pending":  # a decided one answers as D17 says
+            stored = self.store.load_operation(approval.operation_id)
+            state = None if stored is None else stored.head.get("state")
+            if state in _ENDED:
+                # Fix: a decision on an approval whose operation was cancelled or stopped was recorded
+                # and reported as success, though nothing can resume that operation any more.
+                raise UsageError(
+                    f"operation {approval.operation_id} is {state}; approval {approval.approval_id} "
+                    "can no longer take effect"
+                )
         self.check_approver(decision.approver, approval)
         now = self.clock.now()
         decided, changed = record_decision(approval, decision, now)
@@ -561,6 +571,9 @@ class Runner:
             escalation=op.escalation,
             spent=op.spent.to_dict(),
         )
+
+
+_ENDED = frozenset(s.value for s in TERMINAL)
 
 
 def _run_sync(coro: Any) -> Outcome:

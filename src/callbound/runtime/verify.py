@@ -46,6 +46,7 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
         problems.append(Problem(operation_id, "operation", "missing from the store"))
         return problems
     head = stored.head
+    problems.extend(_tail_problems(operation_id, head, events))
     recorded = {
         (e.data.get("response_id"), e.data.get("call_id")): e.data
         for e in audit_entries(events)
@@ -53,10 +54,13 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
     }
     calls: dict[tuple[str, str], Any] = {}
     turns: dict[str, ModelTurn] = {}
+    stored_results: set[tuple[str, str]] = set()
+    last_turn: ModelTurn | None = None
     for row in stored.journal:
         if row.kind == "turn":
             stored_turn = turn_from_dict(row.data["turn"])
             turns[stored_turn.response_id] = stored_turn
+            last_turn = stored_turn
             for c in stored_turn.calls:
                 calls.setdefault((c.response_id, c.call_id), c)
         elif row.kind == "results":
@@ -106,7 +110,57 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
                 audit = recorded.get((rid, cid))
                 if audit is None or audit.get("call_binding_sha256") != want:
                     problems.append(Problem(operation_id, where, "audit chain does not record this binding"))
+                stored_results.add((rid, cid))
+    for rid, cid in recorded:
+        if (rid, cid) not in stored_results:
+            where = f"result {cid} (response {rid})"
+            problems.append(
+                Problem(operation_id, where, "the audit chain records it but the journal has no result")
+            )
+    entries = audit_entries(events)
+    audited_turns = {e.data.get("response_id"): e.data for e in entries if e.kind == "model_turn"}
+    for rid, data in audited_turns.items():
+        turn = turns.get(rid) if isinstance(rid, str) else None
+        if turn is None:
+            problems.append(
+                Problem(operation_id, f"model turn {rid}", "audited but missing from the journal")
+            )
+        elif turn.raw_sha256 != data.get("raw_sha256"):
+            problems.append(
+                Problem(operation_id, f"model turn {rid}", "differs from the audited raw response")
+            )
+    for rid in turns:
+        if rid not in audited_turns:
+            problems.append(
+                Problem(operation_id, f"model turn {rid}", "in the journal but not in the audit chain")
+            )
+    if last_turn is not None and head.get("state") == "COMPLETED" and head.get("text") != last_turn.text:
+        problems.append(
+            Problem(operation_id, "operation", "its final text differs from the last model turn's")
+        )
     return problems
+
+
+def _tail_problems(operation_id: str, head: dict[str, Any], events: list[Any]) -> list[Problem]:
+    """The head records the chain's last link as of its commit (heads written before it was recorded
+    carry none). Events missing from the end leave the chain itself intact; this catches them."""
+    if "audit_seq" not in head:
+        return []
+    seq, digest = head.get("audit_seq"), head.get("audit_hash")
+    last = events[-1] if events else None
+    if last is None and seq is None:
+        return []
+    if last is None or last.seq != seq or last.hash != digest:
+        found = "no events" if last is None else f"its last event is seq {last.seq}"
+        return [
+            Problem(
+                operation_id,
+                "audit chain end",
+                f"the operation row records seq {seq} as the last link but {found}: "
+                "events were deleted from, or added to, the end of the chain",
+            )
+        ]
+    return []
 
 
 def verify_store(store: Store, operation_id: str | None = None, key: bytes | None = None) -> list[Problem]:
