@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from callbound.adapters import get
-from callbound.adapters.anthropic_messages import ADAPTER
-from callbound.adapters.base import StreamCaps, result_text
+from callbound.adapters.anthropic_messages import _DELTA_DATA, ADAPTER
+from callbound.adapters.base import StreamCaps, body_bytes, result_text
 from callbound.adapters.sse import SSEReader, decode_event, iter_payloads
+from callbound.adapters.stream import StreamFeed
 from callbound.core.errors import ProtocolViolation
 from callbound.core.registry import ToolDeclaration
 from callbound.core.types import (
@@ -546,6 +547,91 @@ def test_multibyte_character_split_across_deltas_and_byte_chunks() -> None:
         asm.feed(p)
     turn = asm.finish(hashlib.sha256(raw).hexdigest())
     assert turn.calls[0].arguments == {"city": "Zürich 😀"}
+
+
+def ascii_sse(*events: dict[str, Any]) -> bytes:
+    """Compact and with every non-ASCII character JSON-escaped, as the API writes it: a lone surrogate
+    in a delta goes on the wire as its ``\\uXXXX`` escape, and deltas match the fast path's shape."""
+    return "".join(
+        f"event: {e.get('type')}\ndata: {json.dumps(e, separators=(',', ':'))}\n\n" for e in events
+    ).encode()
+
+
+def fed(raw: bytes) -> tuple[ModelTurn, list[Progress]]:
+    """The turn through StreamFeed (fast path included), as the transports read a stream."""
+    progress: list[Progress] = []
+    feed = StreamFeed(ADAPTER.stream_assembler(), progress.append)
+    feed.feed(raw)
+    feed.close()
+    return feed.finish(), progress
+
+
+def next_request(turn: ModelTurn) -> bytes:
+    """The bytes of a request that carries the turn back (D8); raises if they cannot be encoded."""
+    items = [{"role": "user", "content": "hi"}, *ADAPTER.turn_items(turn)]
+    req = ADAPTER.build_request(
+        items=items, tools=[], settings={"model": "m"}, instructions=None, stream=True
+    )
+    return body_bytes(req)
+
+
+def test_text_and_thinking_characters_split_across_deltas_as_surrogate_halves() -> None:
+    # "😀" arrives as its two JSON-escaped UTF-16 halves in two deltas of a thinking block, of a text
+    # block, and between a text block's start snapshot and its first delta; a tool call follows.
+    events = [start(), block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+              delta(0, "thinking_delta", thinking="Hm \ud83d"), delta(0, "thinking_delta", thinking="\ude00."),
+              delta(0, "signature_delta", signature="EqQ-sig"), block_stop(0),
+              block_start(1, {"type": "text", "text": ""}),
+              delta(1, "text_delta", text="Checking \ud83d"), delta(1, "text_delta", text="\ude00 now."),
+              block_stop(1), block_start(2, {"type": "text", "text": " Ok \ud83d"}),
+              delta(2, "text_delta", text="\ude00"), block_stop(2),
+              *tool_stream("toolu_1", 3, '{"city": "Oslo"}'), *end()]  # fmt: skip
+    raw = ascii_sse(*events)
+    assert raw.isascii()
+    deltas = [e for e in events if e["type"] == "content_block_delta"]
+    assert all(_DELTA_DATA.fullmatch(json.dumps(e, separators=(",", ":"))) for e in deltas)  # fast path
+    thinking = {"type": "thinking", "thinking": "Hm 😀.", "signature": "EqQ-sig"}
+    texts = [{"type": "text", "text": "Checking 😀 now."}, {"type": "text", "text": " Ok 😀"}]
+    (reference, reference_progress), (fast, fast_progress) = run_stream([raw]), fed(raw)
+    assert summary(fast) == summary(reference) and fast_progress == reference_progress
+    for turn in (reference, fast):
+        assert turn.finish is Finish.TOOL_PROPOSALS
+        assert turn.text == "Checking 😀 now. Ok 😀"
+        assert turn.continuation[0]["content"] == [thinking, *texts, tool_use("toolu_1")]
+        assert "Checking 😀 now.".encode() in next_request(turn)
+
+
+@pytest.mark.parametrize("stop", [True, False], ids=["content_block_stop", "max_tokens-cut"])
+def test_split_surrogate_halves_are_paired_when_the_block_never_stops(stop: bool) -> None:
+    # A max_tokens cut may skip content_block_stop: the block is joined at the end, the same way.
+    events = [start(), block_start(0, {"type": "text", "text": ""}), delta(0, "text_delta", text="a\ud83d"),
+              delta(0, "text_delta", text="\ude00b"), *([block_stop(0)] if stop else []),
+              *end("end_turn" if stop else "max_tokens")]  # fmt: skip
+    raw = ascii_sse(*events)
+    for turn in (run_stream([raw])[0], fed(raw)[0]):
+        assert turn.text == "a😀b"
+        next_request(turn)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=30), cuts=st.lists(st.integers(min_value=0, max_value=80), max_size=8))
+def test_any_utf16_split_of_text_and_thinking_gives_the_same_text(text: str, cuts: list[int]) -> None:
+    # Cut between any two UTF-16 code units, as the API may split its deltas.
+    units = text.encode("utf-16-le")
+    points = sorted({2 * (c % (len(units) // 2 + 1)) for c in cuts})
+    pieces = [
+        units[a:b].decode("utf-16-le", "surrogatepass")
+        for a, b in zip([0, *points], [*points, len(units)], strict=True)
+    ]
+    events = [start(), block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+              *(delta(0, "thinking_delta", thinking=p) for p in pieces), delta(0, "signature_delta", signature="s"),
+              block_stop(0), block_start(1, {"type": "text", "text": ""}),
+              *(delta(1, "text_delta", text=p) for p in pieces), block_stop(1), *end("end_turn")]  # fmt: skip
+    raw = ascii_sse(*events)
+    for turn in (run_stream([raw])[0], fed(raw)[0]):
+        assert turn.text == text
+        assert turn.continuation[0]["content"][0]["thinking"] == text
+        next_request(turn)
 
 
 def test_interleaved_blocks_route_by_index() -> None:

@@ -12,9 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from callbound.adapters import get
-from callbound.adapters.base import StreamCaps
+from callbound.adapters.base import StreamCaps, body_bytes
 from callbound.adapters.gemini_interactions import ADAPTER, GeminiInteractionsAdapter
+from callbound.adapters.gemini_interactions_stream import _ARGUMENTS_DATA
 from callbound.adapters.sse import iter_payloads
+from callbound.adapters.stream import StreamFeed
 from callbound.core.errors import ProtocolViolation, UsageError
 from callbound.core.registry import ToolDeclaration
 from callbound.core.types import (
@@ -729,6 +731,122 @@ def test_duplicate_call_id_in_stream() -> None:
     data = sse(CREATED, *call_events(0, "dup", "{}"), *call_events(1, "dup", "{}"), completed())
     turn, _ = run_stream([data])
     assert [c.call_id for c in turn.calls] == ["dup", "dup"]
+
+
+def compact_sse(*events: dict[str, Any]) -> bytes:
+    """Compact and ASCII-escaped, as the API writes it: arguments deltas built by ``arguments_delta``
+    take StreamFeed's fast path."""
+    return b"".join(
+        f"event: {e.get('event_type')}\ndata: {json.dumps(e, separators=(',', ':'))}\n\n".encode()
+        for e in events
+    )
+
+
+def arguments_delta(index: int, fragment: str) -> dict[str, Any]:
+    # key order of the API's own events (WIRE.md 5.6), which the fast path matches
+    delta = {"arguments": fragment, "type": "arguments_delta"}
+    return {"index": index, "delta": delta, "event_type": "step.delta"}
+
+
+def fed(raw: bytes) -> tuple[ModelTurn, list[Progress]]:
+    """The turn through StreamFeed (fast path included), as the transports read a stream."""
+    progress: list[Progress] = []
+    feed = StreamFeed(ADAPTER.stream_assembler(), progress.append)
+    feed.feed(raw)
+    feed.close()
+    return feed.finish(), progress
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [(2, "call"), (5, "call")],
+        [(0, "call"), (1, "call")],
+        [(0, "thought"), (3, "call"), (4, "real"), (9, "call")],
+        [(1, "call"), (2, "output"), (7, "call")],
+    ],
+)
+@pytest.mark.parametrize("rid", ["v1_s", ""], ids=["id", "store-false"])
+def test_progress_names_a_call_without_id_as_the_turn_does(steps: list[tuple[int, str]], rid: str) -> None:
+    # D7: a call without an id is "{response id}:{position among the steps}" in the turn; progress
+    # events must name it alike, whatever the step indices, so a listener can match them to the turn.
+    events: list[dict[str, Any]] = [
+        {"interaction": {"id": rid, "status": "in_progress"}, "event_type": "interaction.created"}
+    ]
+    for index, kind in steps:
+        step: dict[str, Any] = {"type": "function_call", "name": "f", "arguments": {}}
+        if kind == "thought":
+            step = {"type": "thought"}
+        elif kind == "output":
+            step = {"type": "model_output", "content": [{"type": "text", "text": "so"}]}
+        elif kind == "real":
+            step["id"] = "c_real"
+        events.append({"index": index, "step": step, "event_type": "step.start"})
+        if step["type"] == "function_call":
+            events += [arguments_delta(index, '{"n":'), arguments_delta(index, f"{index}}}")]
+        events.append({"index": index, "event_type": "step.stop"})
+    events.append(
+        {"interaction": {"id": rid, "status": "requires_action"}, "event_type": "interaction.completed"}
+    )
+    raw = compact_sse(*events)
+    assert _ARGUMENTS_DATA.fullmatch(json.dumps(arguments_delta(0, "{}"), separators=(",", ":")))
+    (turn, progress), (fast, fast_progress) = run_stream([raw]), fed(raw)
+    assert (fast, fast_progress) == (turn, progress)
+    calls = [i for i, kind in steps if kind in ("call", "real")]
+    assert [c.arguments for c in turn.calls] == [{"n": i} for i in calls]
+    ids = [c.call_id for c in turn.calls]
+    positions = [pos for pos, (_, kind) in enumerate(steps) if kind in ("call", "real")]
+    assert ids == [
+        "c_real" if kind == "real" else f"{turn.response_id}:{pos}"
+        for pos, (_, kind) in enumerate(steps)
+        if kind in ("call", "real")
+    ]
+    assert [c.output_index for c in turn.calls] == positions
+    # Without a response id (store:false) the synthetic id is known only at the end: progress names
+    # the call "#" + its position, the suffix of the turn's id.
+    named = ids if rid else [i if i == "c_real" else "#" + i.rsplit(":", 1)[1] for i in ids]
+    assert [p.call_id for p in progress if isinstance(p, CallStarted)] == named
+    assert [p.call_id for p in progress if isinstance(p, CallReady)] == named
+    assert [p.call_id for p in progress if isinstance(p, ArgumentsProgress)] == [
+        n for n in named for _ in "12"
+    ]
+
+
+def test_text_character_split_across_two_deltas_as_surrogate_halves() -> None:
+    # "😀" as its two JSON-escaped UTF-16 halves in two text deltas, also right after a snapshot that
+    # ends with the first half: the turn's text and the continuation hold it whole, so the next
+    # request can be encoded (D4).
+    events = [
+        CREATED,
+        {"index": 0, "step": {"type": "model_output"}, "event_type": "step.start"},
+        {"index": 0, "delta": {"type": "text", "text": "hi \ud83d"}, "event_type": "step.delta"},
+        {"index": 0, "delta": {"type": "text", "text": "\ude00"}, "event_type": "step.delta"},
+        {"index": 0, "event_type": "step.stop"},
+        {
+            "index": 1,
+            "step": {"type": "model_output", "content": [{"type": "text", "text": " ok \ud83d"}]},
+            "event_type": "step.start",
+        },
+        {"index": 1, "delta": {"type": "text", "text": "\ude00"}, "event_type": "step.delta"},
+        {"index": 1, "event_type": "step.stop"},
+        completed("completed"),
+    ]
+    raw = compact_sse(*events)
+    assert raw.isascii()
+    for turn in (run_stream([raw])[0], fed(raw)[0]):
+        assert (turn.finish, turn.text) == (Finish.FINAL_TEXT, "hi 😀 ok 😀")
+        assert [step["content"] for step in turn.continuation] == [
+            [{"type": "text", "text": "hi 😀"}],
+            [{"type": "text", "text": " ok 😀"}],
+        ]
+        request = ADAPTER.build_request(
+            items=[*ADAPTER.initial_items("hi", []), *ADAPTER.turn_items(turn)],
+            tools=[],
+            settings={"model": "m"},
+            instructions=None,
+            stream=True,
+        )
+        assert "hi 😀".encode() in body_bytes(request)
 
 
 @pytest.mark.parametrize("caps", [StreamCaps(max_call_bytes=8), StreamCaps(max_response_bytes=12)])

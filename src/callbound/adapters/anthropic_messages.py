@@ -15,9 +15,10 @@
 - Usage (D27): input = input + cache creation + cache read tokens; streamed usage is cumulative, so
   ``message_delta`` fields replace those of ``message_start``.
 - Streaming: blocks keyed by ``index``; fragments kept as lists and joined once when the block stops
-  (or at the end, since a ``max_tokens`` cut may skip ``content_block_stop``); ``message_stop`` is the
-  terminal event. Deltas in the API's compact shape are read from the raw event text without the JSON
-  parser (``feed_events``, the fast path of ``callbound.adapters.stream``).
+  (or at the end, since a ``max_tokens`` cut may skip ``content_block_stop``) by ``join_fragments``,
+  which re-pairs surrogate halves split over two deltas; ``message_stop`` is the terminal event.
+  Deltas in the API's compact shape are read from the raw event text without the JSON parser
+  (``feed_events``, the fast path of ``callbound.adapters.stream``).
 """
 
 from __future__ import annotations
@@ -360,8 +361,11 @@ class _Assembler:
         final = block.base
         for field, parts in block.parts.items():
             if field != "partial_json":
+                # Text, thinking and signature deltas may split a character outside the BMP into its
+                # escaped surrogate halves, as argument deltas may: a plain join would leave two lone
+                # surrogates in the continuation, and the next request could not be encoded (D4).
                 start = final.get(field)
-                final[field] = (start if isinstance(start, str) else "") + "".join(parts)
+                final[field] = join_fragments([start, *parts] if isinstance(start, str) else parts)
         if block.citations:
             start_citations = final.get("citations")
             final["citations"] = [

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from bisect import bisect_left, insort
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +64,7 @@ class _Assembler:
         self._model = model
         self._rid: str | None = None
         self._items: dict[int, dict[str, Any]] = {}
+        self._order: list[int] = []  # the keys of _items, sorted: finish() numbers steps in this order
         self._args: dict[int, list[str]] = {}  # arguments_delta fragments, joined once at step.stop
         self._texts: dict[int, list[str]] = {}
         self._raw: dict[int, str] = {}  # joined argument text by step index, for the strict parser
@@ -78,9 +80,23 @@ class _Assembler:
     def aborted(self) -> bool:
         return self._aborted
 
+    def _item(self, index: int) -> dict[str, Any]:
+        item = self._items.get(index)
+        if item is None:
+            item = self._items[index] = {}
+            insort(self._order, index)
+        return item
+
     def _cid(self, index: int) -> str:
+        """The id progress events name a call by. A call without a real id is numbered, like its
+        synthetic id in the turn (D7), by its position among the steps: finish() keeps every step, in
+        index order, and indices need not start at 0 or be contiguous. A step arriving later with a
+        lower index would shift it, but steps arrive in index order."""
         real = _real_id(self._items.get(index, {}).get("id"))
-        return real or (f"{self._rid}:{index}" if self._rid else f"#{index}")
+        if real:
+            return real
+        position = bisect_left(self._order, index)
+        return f"{self._rid}:{position}" if self._rid else f"#{position}"
 
     def _started(self, index: int) -> list[Progress]:
         """CallStarted once the name is known (legacy content.start carries only the id)."""
@@ -96,6 +112,7 @@ class _Assembler:
         if self._call_bytes[index] > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
             self._aborted = True
             self._items.clear()  # stop buffering: nothing of this stream will be used
+            self._order.clear()
             self._args.clear()
             self._texts.clear()
             return False
@@ -120,8 +137,10 @@ class _Assembler:
         elif kind in ("step.start", "content.start") and isinstance(index, int):
             snapshot = event.get("step" if kind == "step.start" else "content")
             self._legacy = self._legacy or kind == "content.start"
-            self._items[index] = dict(snapshot) if isinstance(snapshot, dict) else {}
-            if self._items[index].get("type") == "function_call":
+            if index not in self._items:
+                insort(self._order, index)
+            item = self._items[index] = dict(snapshot) if isinstance(snapshot, dict) else {}
+            if item.get("type") == "function_call":
                 self._args[index] = []
                 return self._started(index)
         elif kind in ("step.delta", "content.delta") and isinstance(index, int):
@@ -133,7 +152,7 @@ class _Assembler:
         return []
 
     def _delta(self, index: int, delta: dict[str, Any]) -> list[Progress]:
-        item = self._items.setdefault(index, {})
+        item = self._item(index)
         dtype = delta.get("type")
         if dtype == "text" and isinstance(delta.get("text"), str):
             self._texts.setdefault(index, []).append(delta["text"])
@@ -178,7 +197,7 @@ class _Assembler:
                 continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
             index = int(found[1])
             fragment = string_value(found, 2)
-            self._items.setdefault(index, {})  # as _delta() does for any delta
+            self._item(index)  # as _delta() does for any delta
             nbytes = self._arguments(index, fragment)
             if nbytes is not None and on_progress is not None:
                 on_progress(ArgumentsProgress(self._cid(index), nbytes))
@@ -206,15 +225,18 @@ class _Assembler:
             item = {**item, "arguments": parsed if parsed is not None else raw}
         if texts is None:
             return item
-        joined = "".join(texts)
+        # Text deltas, like arguments, may split a character outside the BMP into its escaped
+        # surrogate halves: a plain join would leave two lone surrogates in the continuation, and the
+        # next request could not be encoded (D4).
         if self._legacy or item.get("type") == "text":
-            return {**item, "text": joined}
+            return {**item, "text": join_fragments(texts)}
         content = [c for c in item.get("content") or [] if isinstance(c, dict)]
         first = next((i for i, c in enumerate(content) if c.get("type") == "text"), None)
         if first is None:
-            content.append({"type": "text", "text": joined})
+            content.append({"type": "text", "text": join_fragments(texts)})
         else:  # the snapshot already held the text's beginning
-            content[first] = {**content[first], "text": str(content[first].get("text") or "") + joined}
+            head = str(content[first].get("text") or "")
+            content[first] = {**content[first], "text": join_fragments([head, *texts])}
         return {**item, "content": content}
 
     def finish(self, raw_sha256: str) -> ModelTurn:
