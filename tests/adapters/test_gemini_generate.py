@@ -1063,6 +1063,20 @@ def test_signed_text_part_is_never_merged() -> None:
     assert turn.text == "abc"
 
 
+def test_text_character_split_into_surrogate_halves_across_chunks_is_rejoined() -> None:
+    """D4: an escaped emoji whose halves arrive in two chunks is one character in the turn's text and
+    its continuation, so the next request encodes."""
+    data = (
+        b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"hi \\ud83d"}]}}],"responseId":"s1"}\r\n\r\n'
+        b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"\\ude00!"}]},"finishReason":"STOP"}],'
+        b'"responseId":"s1"}\r\n\r\n'
+    )
+    turn, _ = run_stream([data])
+    assert turn.text == "hi \U0001f600!"
+    assert turn.continuation[0]["parts"] == [{"text": "hi \U0001f600!"}]
+    json.dumps(turn.continuation, ensure_ascii=False).encode()
+
+
 def test_missing_terminal_is_a_cut_stream() -> None:
     turn, _ = run_stream([sse(chunk([{"text": "Hel"}]), chunk([CALL]))])
     assert (turn.finish, turn.reason, turn.calls) == (Finish.TRUNCATED, "stream_interrupted", ())

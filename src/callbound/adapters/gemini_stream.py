@@ -22,6 +22,7 @@ from ..core.types import (
 from .base import (
     StreamCaps,
     failure_turn,
+    join_fragments,
     stream_cut_turn,
     too_large_turn,
     utf8_len,
@@ -285,7 +286,8 @@ class _Assembler:
         parts: list[dict[str, Any]] = []
         for p in self._parts:
             if isinstance(p, _TextRun):
-                joined = "".join(p.fragments)
+                # a character split into escaped surrogate halves across chunks is put back together
+                joined = join_fragments(p.fragments)
                 if joined:  # an empty unsigned text part (a closing chunk's) carries nothing
                     parts.append(
                         {"text": joined} if p.thought is _MISSING else {"text": joined, "thought": p.thought}
