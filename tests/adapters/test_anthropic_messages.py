@@ -17,7 +17,6 @@ from callbound.adapters import get
 from callbound.adapters.anthropic_messages import _DELTA_DATA, ADAPTER
 from callbound.adapters.base import StreamCaps, body_bytes, result_text
 from callbound.adapters.sse import SSEReader, decode_event, iter_payloads
-from callbound.adapters.stream import StreamFeed
 from callbound.core.errors import ProtocolViolation
 from callbound.core.registry import ToolDeclaration
 from callbound.core.types import (
@@ -31,6 +30,7 @@ from callbound.core.types import (
     error_result,
     ok_result,
 )
+from tests.adapters import streaming
 from tests.recordings import load_cassette, read_bytes, request_body, response_body, status_code
 
 DATA = Path(__file__).parent / "data" / "anthropic"
@@ -558,12 +558,7 @@ def ascii_sse(*events: dict[str, Any]) -> bytes:
 
 
 def fed(raw: bytes) -> tuple[ModelTurn, list[Progress]]:
-    """The turn through StreamFeed (fast path included), as the transports read a stream."""
-    progress: list[Progress] = []
-    feed = StreamFeed(ADAPTER.stream_assembler(), progress.append)
-    feed.feed(raw)
-    feed.close()
-    return feed.finish(), progress
+    return streaming.fed(ADAPTER, raw)
 
 
 def next_request(turn: ModelTurn) -> bytes:

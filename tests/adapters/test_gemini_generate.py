@@ -32,6 +32,7 @@ from callbound.core.types import (
     error_result,
     ok_result,
 )
+from tests.adapters import streaming
 from tests.recordings import load_cassette, read_bytes, request_body, response_body
 
 DATA = Path(__file__).parent / "data" / "gemini"
@@ -1005,11 +1006,7 @@ def test_fast_path_names_pieces_by_the_final_call_position(monkeypatch: pytest.M
     ]
     chunks += [chunk([partial("$.q", stringValue="")]), CLOSE, chunk([{"text": ""}], "STOP")]
     data = b"".join(b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\n\n" for c in chunks)
-    progress: list[Progress] = []
-    feed = stream.StreamFeed(ADAPTER.stream_assembler(None), progress.append)
-    feed.feed(data)
-    feed.close()
-    turn = feed.finish()
+    turn, progress = streaming.fed(ADAPTER, data, None)
     assert len(decoded) == len(chunks) - 2  # CUT_A and the first piece of B were read from their match
     assert (turn, progress) == run_stream([data])
     a, b = turn.calls

@@ -16,7 +16,6 @@ from callbound.adapters.base import StreamCaps, body_bytes
 from callbound.adapters.gemini_interactions import ADAPTER, GeminiInteractionsAdapter
 from callbound.adapters.gemini_interactions_stream import _ARGUMENTS_DATA
 from callbound.adapters.sse import iter_payloads
-from callbound.adapters.stream import StreamFeed
 from callbound.core.errors import ProtocolViolation, UsageError
 from callbound.core.registry import ToolDeclaration
 from callbound.core.types import (
@@ -31,6 +30,7 @@ from callbound.core.types import (
     error_result,
     ok_result,
 )
+from tests.adapters import streaming
 from tests.recordings import read_bytes
 
 DATA = Path(__file__).parent / "data" / "gemini_interactions"
@@ -749,12 +749,7 @@ def arguments_delta(index: int, fragment: str) -> dict[str, Any]:
 
 
 def fed(raw: bytes) -> tuple[ModelTurn, list[Progress]]:
-    """The turn through StreamFeed (fast path included), as the transports read a stream."""
-    progress: list[Progress] = []
-    feed = StreamFeed(ADAPTER.stream_assembler(), progress.append)
-    feed.feed(raw)
-    feed.close()
-    return feed.finish(), progress
+    return streaming.fed(ADAPTER, raw)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,6 @@ from callbound.adapters import get
 from callbound.adapters.base import StreamCaps, body_bytes, result_text
 from callbound.adapters.openai_chat import ADAPTER
 from callbound.adapters.sse import SSEReader, decode_event, iter_payloads
-from callbound.adapters.stream import StreamFeed
 from callbound.core.errors import ProtocolViolation
 from callbound.core.registry import ToolDeclaration
 from callbound.core.types import (
@@ -30,6 +29,7 @@ from callbound.core.types import (
     error_result,
     ok_result,
 )
+from tests.adapters import streaming
 from tests.recordings import load_cassette, read_bytes, request_body, response_body, status_code
 
 DATA = Path(__file__).parent / "data" / "openai_chat"
@@ -480,11 +480,7 @@ def next_request(turn: ModelTurn) -> bytes:
 
 
 def fed(raw: bytes) -> ModelTurn:
-    """The turn through StreamFeed (fast path included), as the transports read a stream."""
-    feed = StreamFeed(ADAPTER.stream_assembler(), None)
-    feed.feed(raw)
-    feed.close()
-    return feed.finish()
+    return streaming.fed(ADAPTER, raw)[0]
 
 
 def test_text_character_split_across_two_deltas_as_surrogate_halves() -> None:

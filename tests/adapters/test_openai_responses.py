@@ -18,7 +18,6 @@ from callbound.adapters import get
 from callbound.adapters.base import StreamCaps, body_bytes
 from callbound.adapters.openai_responses import ADAPTER
 from callbound.adapters.sse import iter_payloads
-from callbound.adapters.stream import StreamFeed
 from callbound.core.errors import ProtocolViolation
 from callbound.core.machine import classify_turn
 from callbound.core.states import State
@@ -34,6 +33,7 @@ from callbound.core.types import (
     error_result,
     ok_result,
 )
+from tests.adapters import streaming
 from tests.recordings import fixtures_dir, load_cassette, read_bytes, request_body, response_body, status_code
 
 DATA = Path(__file__).parent / "data" / "openai_responses"
@@ -1093,10 +1093,7 @@ def _stream_without_call_id(added_item: dict[str, Any], done_item: dict[str, Any
 def test_stream_call_without_call_id_fails_as_the_plain_body_does(added_item: dict[str, Any]) -> None:
     raw = _stream_without_call_id(added_item, no_call_id())
     plain = ADAPTER.parse_response(body(output=[no_call_id()], id="resp_s"))
-    feed = StreamFeed(ADAPTER.stream_assembler(), None)
-    feed.feed(raw)
-    feed.close()
-    for turn in (assemble([raw])[0], feed.finish()):
+    for turn in (assemble([raw])[0], streaming.fed(ADAPTER, raw)[0]):
         assert (turn.finish, turn.raw_stop_reason, turn.reason) == (
             Finish.API_FAILURE,
             "completed",
