@@ -130,6 +130,17 @@ class ToolSpec:
             return self.strict_params.model_validate_json(arguments_json, strict=True, extra="forbid")
         return self.strict_params.model_validate_json(arguments_json, strict=True)
 
+    def redacted(self, arguments: Any) -> Any:
+        """The arguments as stored in clear (audit, approvals): through the ``redact`` hook when there
+        is one (D20). A failing hook must not store the clear text it was meant to hide, nor stop the
+        loop (D4): it gives ``"[redaction failed]"``."""
+        if self.redact is None:
+            return arguments
+        try:
+            return self.redact(arguments)
+        except Exception:
+            return "[redaction failed]"
+
     def needs_approval(self, args: Any, ctx: CallContext) -> bool:
         rule = self.requires_approval
         if rule is None:

@@ -72,7 +72,9 @@ def seal(
     audit_input: Any = None
     if spec is not None and rec.arguments_json is not None:
         # D20: the tool's redaction hook decides what of the arguments is stored in clear.
-        audit_input = rec.arguments_json if spec.redact is None else _redacted(spec, rec.arguments_json)
+        audit_input = (
+            rec.arguments_json if spec.redact is None else spec.redacted(json.loads(rec.arguments_json))
+        )
     trusted = trusted_for(runner, op, turn, rec, spec)
     env = make_envelope(trusted, model_result, output=output, audit_input=audit_input)
     rec.envelope = envelope_to_dict(env)
@@ -82,14 +84,6 @@ def seal(
         trusted.policy_revision,
     )
     rec.status = DONE
-
-
-def _redacted(spec: ToolSpec, arguments_json: str) -> Any:
-    assert spec.redact is not None
-    try:
-        return spec.redact(json.loads(arguments_json))
-    except Exception:  # a failing hook must not store the clear text it was meant to hide
-        return "[redaction failed]"
 
 
 def _result_for(spec: ToolSpec, runner: Runner, value: Any) -> tuple[dict[str, Any], Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core.approvals import PendingApproval, revalidate
 from ..core.canonical import sha256_hex
@@ -21,7 +21,6 @@ from ..core.guards import (
     Stop,
     check_tool_calls,
 )
-from ..core.registry import ToolSpec
 from ..core.states import State
 from ..core.types import ModelTurn, error_result
 from .crash import crash_point
@@ -77,7 +76,7 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
                 response_id=rec.response_id,
                 call_id=rec.call_id,
                 tool=item.spec.name,
-                arguments=_shown_arguments(item.spec, item.call.arguments),
+                arguments=item.spec.redacted(item.call.arguments),
                 argument_digest=item.argument_digest,
                 policy_revision=runner.policy.revision,
                 schema_version=item.spec.schema_version,
@@ -101,18 +100,6 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
                 runner.audit_key,
             )
     after_plan(runner, op)
-
-
-def _shown_arguments(spec: ToolSpec, arguments: Any) -> Any:
-    """The arguments shown to the approver and stored with the approval, through the tool's
-    redaction hook (D20). A failing hook is a tool's data, not a runner failure (D4); it must not
-    store the clear text it was meant to hide."""
-    if spec.redact is None:
-        return arguments
-    try:
-        return spec.redact(arguments)
-    except Exception:
-        return "[redaction failed]"
 
 
 def after_plan(runner: Runner, op: Operation) -> None:
