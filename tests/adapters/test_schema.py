@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from callbound.adapters.openai_responses import ADAPTER
 from callbound.adapters.schema import inline_refs, openai_strict
@@ -411,3 +411,63 @@ def test_render_tools_applies_openai_strict() -> None:
 def test_render_tools_raises_for_recursive_schema() -> None:
     with pytest.raises(UnsupportedSchema):
         ADAPTER.render_tools([ToolDeclaration("tree", "t", Tree.model_json_schema())])
+
+
+# ---- what OpenAI strict mode refuses ----------------------------------------------------------------
+
+
+class _Cat(BaseModel):
+    kind: Literal["cat"]
+    lives: int
+
+
+class _Dog(BaseModel):
+    kind: Literal["dog"]
+    bark: str
+
+
+class _Pet(BaseModel):
+    pet: Annotated[_Cat | _Dog, Field(discriminator="kind")]
+
+
+def test_discriminated_union_becomes_strict_any_of_without_a_dangling_discriminator() -> None:
+    """pydantic's oneOf (variants disjoint by their tag) is refused by strict mode ("'oneOf' is not
+    permitted"); as anyOf it admits the same values. Its discriminator mapping points into $defs,
+    which inlining removed, so it goes too."""
+    out, ok = openai_strict(_Pet.model_json_schema(), "t")
+    assert ok
+    pet = out["properties"]["pet"]
+    assert "oneOf" not in json.dumps(out) and "discriminator" not in json.dumps(out)
+    assert [v["properties"]["kind"]["const"] for v in pet["anyOf"]] == ["cat", "dog"]
+    assert_strict_shape(out)
+    assert "discriminator" not in json.dumps(inline_refs(_Pet.model_json_schema(), "t"))
+
+
+class _AnyValue(BaseModel):
+    value: Any
+
+
+class _Tags(BaseModel):
+    tags: set[str]
+
+
+class _Loose(BaseModel):
+    items: list  # type: ignore[type-arg]
+
+
+@pytest.mark.parametrize("model", [_AnyValue, _Tags, _Loose])
+def test_schemas_strict_mode_refuses_are_declared_non_strict(model: type[BaseModel]) -> None:
+    """A schema with no type (Any, a bare list's items) or a keyword strict mode refuses
+    (uniqueItems) would make OpenAI reject the whole request with invalid_json_schema."""
+    out, ok = openai_strict(model.model_json_schema(), "t")
+    assert ok is False
+    assert out == inline_refs(model.model_json_schema(), "t")
+
+
+@pytest.mark.parametrize(
+    "keyword",
+    [{"allOf": [{"type": "string"}]}, {"not": {"type": "null"}}, {"type": "object", "minProperties": 1}],
+)
+def test_refused_keywords_anywhere_make_the_tool_non_strict(keyword: dict[str, Any]) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": keyword}}, "required": ["a"]}
+    assert openai_strict(schema, "t")[1] is False

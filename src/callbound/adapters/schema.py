@@ -8,6 +8,14 @@
   not admit null cannot be expressed strictly, so the tool is declared with ``strict: false`` instead
   of silently changing its meaning.
 
+  Strict mode also rejects a schema without a type (a field typed ``Any``) and a fixed set of
+  keywords (``uniqueItems``, ``allOf``, ``not``, ``patternProperties``, ...: ``'X' is not permitted``); such
+  a tool is declared ``strict: false`` too. ``oneOf`` (pydantic's discriminated unions, whose
+  variants are disjoint by their tag) becomes ``anyOf``, which strict mode accepts and which admits
+  the same values; callbound validates arguments strictly itself either way (D5).
+- Both: ``discriminator`` (an OpenAPI annotation) is dropped when refs are inlined: its ``mapping``
+  points into ``$defs``, which no longer exist.
+
 Both walk schemas keyword by keyword: names under ``properties`` are property names, never keywords
 (a property may be called ``definitions`` or ``$ref``), and values of ``default``, ``enum``,
 ``const`` and ``examples`` are data, never schemas.
@@ -102,7 +110,7 @@ def inline_refs(schema: dict[str, Any], tool: str = "?") -> dict[str, Any]:
                 return resolved
             extra = _map_subschemas(rest, lambda sub: resolve(sub, stack))
             return {**resolved, **extra} if isinstance(resolved, dict) else extra
-        body = {k: v for k, v in node.items() if k not in _DEF_KEYS}
+        body = {k: v for k, v in node.items() if k not in _DEF_KEYS and k != "discriminator"}
         return _map_subschemas(body, lambda sub: resolve(sub, stack))
 
     out = resolve(schema, ())
@@ -132,9 +140,47 @@ def _is_object(node: dict[str, Any]) -> bool:
     return t == "object" or (isinstance(t, list) and "object" in t) or "properties" in node
 
 
+# Keywords OpenAI strict mode refuses ("'uniqueItems' is not permitted"): a schema using any of them
+# can only be declared non-strict.
+_NOT_STRICT = frozenset(
+    {
+        "allOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "dependentRequired",
+        "dependentSchemas",
+        "uniqueItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "patternProperties",
+    }
+)
+# What gives a schema its type in strict mode; one without any of them ({} or a field typed Any) is
+# refused with "schema must have a 'type' key".
+_TYPED_BY = ("type", "anyOf", "enum", "const")
+
+
+def _one_of_as_any_of(node: Any) -> Any:
+    """``oneOf`` → ``anyOf`` throughout (a node holding both is left as it is, and is not strict)."""
+    if not isinstance(node, dict):
+        return node
+    out = _map_subschemas(node, _one_of_as_any_of)
+    if "oneOf" in out and "anyOf" not in out:
+        out["anyOf"] = out.pop("oneOf")
+    return out
+
+
 def openai_strict(schema: dict[str, Any], tool: str = "?") -> tuple[dict[str, Any], bool]:
     """Return (schema, strict_ok)."""
-    inlined = inline_refs(schema, tool)
+    inlined = _one_of_as_any_of(inline_refs(schema, tool))
     out = copy.deepcopy(inlined)  # inlined shares data values (enum, default) with the caller's schema
     ok = True
 
@@ -142,6 +188,8 @@ def openai_strict(schema: dict[str, Any], tool: str = "?") -> tuple[dict[str, An
         nonlocal ok
         if not isinstance(node, dict):
             return
+        if "oneOf" in node or not _NOT_STRICT.isdisjoint(node) or not any(k in node for k in _TYPED_BY):
+            ok = False
         if _is_object(node):
             props = node.get("properties", {})
             if not isinstance(props, dict):
