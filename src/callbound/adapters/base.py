@@ -267,6 +267,8 @@ def retry_after_seconds(headers: dict[str, str]) -> float | None:
             return None
         from datetime import UTC, datetime
 
+        if when.tzinfo is None:  # asctime and "-0000" dates carry no zone: HTTP dates are UTC (RFC 9110)
+            when = when.replace(tzinfo=UTC)
         return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
