@@ -306,3 +306,45 @@ async def test_backoff_jitter_comes_from_the_runners_random_source() -> None:
 
     a, b, c = await waits(7), await waits(7), await waits(8)
     assert len(a) == 2 and a == b and a != c
+
+
+class _Raising:
+    """A model client that breaks its contract: it raises instead of returning a failure turn."""
+
+    def __init__(self, inner: Any, failures: int, exc: BaseException) -> None:
+        self.inner, self.failures, self.exc = inner, failures, exc
+        self.calls = 0
+
+    @property
+    def adapter(self) -> Any:
+        return self.inner.adapter
+
+    async def complete(self, body: dict[str, Any], **kw: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.exc
+        return await self.inner.complete(body, **kw)
+
+
+@pytest.mark.parametrize(("failures", "state"), [(1, cb.State.COMPLETED), (10, cb.State.FAILED)])
+async def test_a_model_client_that_raises_is_a_failed_request_not_a_crash(
+    failures: int, state: cb.State
+) -> None:
+    """D4: an exception out of a transport (an error type it does not map, a bug) is retried like a
+    broken connection and ends in an Outcome; it never escapes run and leaves the operation half-way."""
+    # the scripted model answers by request index: the first index goes to the raised request
+    h = make([final("resp_0"), final("resp_1", "hi")], [get_order_tool()], budgets=cb.Budgets(max_retries=2))
+    raising = _Raising(h.runner.model, failures, ValueError("https://example.test/?key=secret"))
+    h.runner.model = raising
+    out = await h.run()
+    assert out.state == state
+    assert raising.calls == min(failures + 1, 3)
+    if state == cb.State.FAILED:
+        assert out.reason == "CONNECTION_ERROR"
+        assert "secret" not in json.dumps(h.store.load_operation(out.operation_id).head)
+
+
+async def test_a_usage_error_from_the_model_client_still_escapes() -> None:
+    h = make([], [get_order_tool()])  # the scripted model has nothing to answer: ScriptExhausted
+    with pytest.raises(cb.UsageError):
+        await h.run()

@@ -22,6 +22,7 @@ from ..core.dispatch import (
     TrustedOperation,
 )
 from ..core.errors import (
+    StoreError,
     UnknownApproval,
     UsageError,
 )
@@ -37,7 +38,7 @@ from ..core.model import ModelClient, RequestMeta
 from ..core.registry import Registry
 from ..core.snapshot import turn_to_dict
 from ..core.states import TERMINAL, State
-from ..core.types import ModelTurn, Progress, Transition, Usage
+from ..core.types import ModelTurn, Progress, RawFailure, Transition, Usage
 from ..stores.base import JournalRow, Store
 from ..stores.memory import MemoryStore
 from .clock import Clock, SystemClock
@@ -417,9 +418,26 @@ class Runner:
             def progress(ev: Progress) -> None:
                 cb(oid, ev)
 
-        turn = await self.model.complete(
-            body, stream=bool(op.settings.get("stream")), meta=meta, on_progress=progress
-        )
+        try:
+            turn = await self.model.complete(
+                body, stream=bool(op.settings.get("stream")), meta=meta, on_progress=progress
+            )
+        except (UsageError, StoreError):
+            raise
+        except Exception as exc:
+            # D4: a model client reports failures as turns; one that raises anyway (an error type its
+            # transport does not map, a bug) is a failed request, retried like a broken connection,
+            # never a crash that leaves the operation half-way. Only the type is logged: messages of
+            # HTTP errors can carry URLs, and URLs can carry keys.
+            log.warning(
+                "operation %s: the model client raised %s.%s; treated as a failed connection",
+                op.operation_id,
+                type(exc).__module__,
+                type(exc).__name__,
+            )
+            failure = RawFailure("connection", body=f"the model client raised {type(exc).__name__}")
+            model = self.settings.get("model")
+            turn = self.adapter.map_error(failure, model=model if isinstance(model, str) else None)
         # The request's own time counts before any check below: a request that used up the deadline
         # must stop the operation before its calls run (D14).
         self._tick(op)
