@@ -859,6 +859,26 @@ def test_previous_response_id_continuation_sends_only_the_outputs(index: int) ->
     ADAPTER.check_request(recorded_next, turn)
 
 
+def test_store_false_replays_the_transcript_instead_of_chaining() -> None:
+    """Nothing is stored with store: false, so previous_response_id would be refused (WIRE 1.5):
+    the request carries the whole transcript, like every stateless request."""
+    items = [
+        {"role": "user", "content": "hi"},
+        {"type": "function_call_output", "call_id": "c1", "output": "{}"},
+    ]
+    request = ADAPTER.build_request(
+        items=items,
+        tools=[],
+        settings={"model": "gpt-4.1", "store": False, "continuation": "previous_response_id"},
+        instructions=None,
+        stream=False,
+        previous_response_id="resp_1",
+        new_items=items[1:],
+    )
+    assert "previous_response_id" not in request
+    assert request["input"] == items and request["store"] is False
+
+
 def test_streamed_recording_continuation_uses_call_id() -> None:
     # This 2025-03 recording's client sent the fc_ item id as call_id (in both the replayed call and
     # its output, so the server matched them). callbound sends the real call_id.

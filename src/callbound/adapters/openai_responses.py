@@ -4,7 +4,8 @@
   ``call_id`` (never the ``fc_`` item id).
 - Continuation (D8): stateless replay by default: every output item of the turn (reasoning items with
   ``encrypted_content``, messages with ``phase``, function calls) is resent unchanged, then the
-  outputs. ``previous_response_id`` is opt-in (``settings["continuation"] = "previous_response_id"``).
+  outputs. ``previous_response_id`` is opt-in (``settings["continuation"] = "previous_response_id"``);
+  with ``store: false`` there is nothing to chain to, and requests replay the transcript.
 - Status mapping (D1): ``completed`` → TOOL_PROPOSALS if function_call items else FINAL_TEXT;
   a refusal content part → REFUSAL (D31); a function_call without ``call_id`` → API_FAILURE
   (missing_call_id, not retryable): its output could not be paired with it, and D7 forbids sending
@@ -283,7 +284,9 @@ class OpenAIResponsesAdapter:
             body["model"] = settings["model"]
         if instructions:
             body["instructions"] = instructions
-        if previous_response_id is not None:
+        if previous_response_id is not None and settings.get("store") is not False:
+            # store: false keeps nothing to chain to, so such requests replay the whole transcript
+            # (as gemini-interactions does); previous_response_id would be refused
             body["previous_response_id"] = previous_response_id
             body["input"] = new_items if new_items is not None else []
         else:
