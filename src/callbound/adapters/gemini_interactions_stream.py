@@ -54,6 +54,15 @@ _ARGUMENTS_DATA = re.compile(_ARGUMENTS)
 _ARGUMENTS_EVENT = simple_event(_ARGUMENTS)
 
 
+def _list_in(item: dict[str, Any], key: str) -> list[Any]:
+    """``item[key]`` as a list to append deltas to; a value of another type there (odd provider data)
+    is replaced, since nothing can be appended to it."""
+    value = item.get(key)
+    if not isinstance(value, list):
+        value = item[key] = []
+    return value
+
+
 class _Assembler:
     """Streaming assembly for Interactions events, keyed by step (legacy: content) index."""
 
@@ -159,7 +168,7 @@ class _Assembler:
         elif dtype == "thought_signature":
             item["signature"] = delta.get("signature")
         elif dtype == "thought_summary":
-            item.setdefault("summary", []).append(delta.get("content"))
+            _list_in(item, "summary").append(delta.get("content"))
         elif dtype == "arguments_delta" and isinstance(delta.get("arguments"), str):
             nbytes = self._arguments(index, delta["arguments"])
             return [] if nbytes is None else [ArgumentsProgress(self._cid(index), nbytes)]
@@ -170,7 +179,7 @@ class _Assembler:
             item.update(delta)
             return [*self._started(index), ArgumentsProgress(self._cid(index), self._call_bytes[index])]
         elif dtype in ("image", "audio", "video", "document") and item.get("type") == "model_output":
-            item.setdefault("content", []).append(delta)
+            _list_in(item, "content").append(delta)
         elif dtype not in ("text_annotation", "text_annotation_delta"):
             item.update({k: v for k, v in delta.items() if k != "type"})  # built-in tool deltas, whole
         return []
@@ -223,6 +232,12 @@ class _Assembler:
             raw = self._raw[index] = join_fragments(self._args[index])
             parsed, _ = parse_arguments(raw)
             item = {**item, "arguments": parsed if parsed is not None else raw}
+        value = item.get("content")
+        blocks: list[Any] = value if isinstance(value, list) else []
+        if not isinstance(value, list | None) and item.get("type") == "model_output":
+            # A model_output content that is not a list of blocks holds nothing readable, and the
+            # turn reads it as a list: it goes on as an empty one.
+            item = {**item, "content": blocks}
         if texts is None:
             return item
         # Text deltas, like arguments, may split a character outside the BMP into its escaped
@@ -230,7 +245,7 @@ class _Assembler:
         # next request could not be encoded (D4).
         if self._legacy or item.get("type") == "text":
             return {**item, "text": join_fragments(texts)}
-        content = [c for c in item.get("content") or [] if isinstance(c, dict)]
+        content = [c for c in blocks if isinstance(c, dict)]
         first = next((i for i, c in enumerate(content) if c.get("type") == "text"), None)
         if first is None:
             content.append({"type": "text", "text": join_fragments(texts)})

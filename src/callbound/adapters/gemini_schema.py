@@ -299,6 +299,14 @@ class PartialArgs:
     def _fail(self, why: str) -> None:
         self.error = self.error or why
 
+    def apply_all(self, entries: Any) -> int:
+        """Apply a part's ``partialArgs``; the bytes of value text they carried. Anything but a list
+        of entries makes the arguments unusable, like an entry that is not an object."""
+        if not isinstance(entries, list):
+            self._fail("partialArgs is not a list")
+            return 0
+        return sum(self.apply(entry) for entry in entries)
+
     def apply(self, entry: Any) -> int:
         """Apply one entry; returns the bytes of value text it carried (for the byte caps)."""
         if not isinstance(entry, dict):
@@ -406,7 +414,8 @@ def google_error_details(err: dict[str, Any]) -> tuple[float | None, str | None,
             m = _DELAY.match(str(d.get("retryDelay", "")))
             delay = float(m.group(1)) if m else delay
         elif kind.endswith("QuotaFailure"):
-            for v in d.get("violations") or []:
+            violations = d.get("violations")
+            for v in violations if isinstance(violations, list) else ():  # else none to read
                 if not isinstance(v, dict):
                     continue
                 quota = str(v.get("quotaId") or v.get("quotaMetric") or "")

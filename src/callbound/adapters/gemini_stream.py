@@ -171,7 +171,9 @@ class _Assembler:
         content = cand.get("content")
         if isinstance(content, dict):
             self._role = content.get("role", self._role)
-            for part in content.get("parts") or []:
+            parts = content.get("parts")
+            # Anything but a list holds no part, as for a plain body (turn_from_body).
+            for part in parts if isinstance(parts, list) else ():
                 if isinstance(part, dict):
                     out.extend(self._part(part))
                 if self._aborted:
@@ -247,7 +249,7 @@ class _Assembler:
         else:
             self._open.extra.update({k: v for k, v in part.items() if k != "functionCall"})
         call = self._open
-        size = sum(call.args.apply(entry) for entry in fc.get("partialArgs") or [])
+        size = call.args.apply_all(fc.get("partialArgs") or [])
         if size:
             if not self._count(call.index, size):
                 return []

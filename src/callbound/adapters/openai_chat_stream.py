@@ -118,7 +118,9 @@ class _Assembler:
         if isinstance(event.get("usage"), dict):
             self._usage = event["usage"]
         out: list[Progress] = []
-        for choice in event.get("choices") or []:
+        choices = event.get("choices")
+        # Anything but a list holds no choice, as for a plain body (turn_from_completion).
+        for choice in choices if isinstance(choices, list) else ():
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 self._choice(choice, out)
         return out
@@ -134,7 +136,9 @@ class _Assembler:
             if isinstance(delta.get("refusal"), str):
                 self._refusal = self._refusal if self._refusal is not None else []
                 self._refusal.append(delta["refusal"])
-            for position, frag in enumerate(delta.get("tool_calls") or []):
+            tool_calls = delta.get("tool_calls")
+            # Anything but a list holds no call, as for a plain body (_calls).
+            for position, frag in enumerate(tool_calls if isinstance(tool_calls, list) else ()):
                 if isinstance(frag, dict):
                     key = self._key_for(frag, position)
                     slot = self._slots.setdefault(key, _Slot())

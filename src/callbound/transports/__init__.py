@@ -141,14 +141,16 @@ def make_client(
 
 def transport_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean "the connection broke" while reading a body or stream, from httpx and
-    from httpx2 (which newer SDKs use), whichever are installed, plus OSError."""
+    from httpx2 (which newer SDKs use), whichever are installed, plus OSError. ``DecodingError`` (bytes
+    that do not match their content-encoding, e.g. from a misconfigured proxy) is one of them: it is
+    not a ``TransportError``, yet nothing usable arrived either, so it fails the same way (D26)."""
     found: list[type[BaseException]] = [OSError]
     for name in ("httpx", "httpx2"):
         try:
             module = __import__(name)
         except ImportError:
             continue
-        for attr in ("TransportError", "StreamError"):
+        for attr in ("TransportError", "StreamError", "DecodingError"):
             cls = getattr(module, attr, None)
             if isinstance(cls, type) and issubclass(cls, BaseException):
                 found.append(cls)
@@ -280,6 +282,11 @@ async def stainless_complete(
         return adapter.map_error(RawFailure("timeout", None, None, {}), model=model)
     except sdk.APIConnectionError:
         return adapter.map_error(RawFailure("connection", None, None, {}), model=model)
+    except broken as exc:
+        # Raised by the SDK itself, unwrapped: reading an error body whose bytes do not match its
+        # content-encoding (the status is lost with it) or the connection breaking as it does.
+        kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
+        return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
 
 
 class StainlessModel:

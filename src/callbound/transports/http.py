@@ -11,9 +11,10 @@
 The adapter-built body is sent unchanged. A plain response goes to ``adapter.parse_response`` as the
 bytes received; a stream's bytes go through the shared SSE reader into ``adapter.stream_assembler``,
 and ``finish`` gets the SHA-256 of all of them (D7). A non-2xx answer becomes
-``RawFailure("http", status, body, headers)``, a connect error ``RawFailure("connection")``, a
-timeout ``RawFailure("timeout")``, all classified by ``adapter.map_error`` alone (D30). A stream that
-breaks mid-way is finished as received: the adapter says TRUNCATED (``stream_interrupted``) when its
+``RawFailure("http", status, body, headers)``, a connect error or a 2xx body that does not match
+its content-encoding ``RawFailure("connection")``, a timeout ``RawFailure("timeout")``, all
+classified by ``adapter.map_error`` alone (D30). A stream that breaks mid-way, or whose bytes cannot
+be decoded, is finished as received: the adapter says TRUNCATED (``stream_interrupted``) when its
 terminal event never came. The timeout is the remaining active deadline (``RequestMeta.timeout_s``,
 D26). There are no retries here; the Runner retries.
 """
@@ -44,6 +45,12 @@ DEFAULT_BASE_URLS = {
 }
 ANTHROPIC_VERSION = "2023-06-01"
 INTERACTIONS_API_REVISION = "2026-05-20"
+
+# A body that cannot be read to its end: the connection broke, or its bytes do not match its
+# content-encoding (a proxy that labels plain bytes gzip). Either way nothing usable arrived, so both
+# fail the same way: a connection failure, or a cut stream (D26). DecodingError is a RequestError but
+# not a TransportError, hence named here.
+_BROKEN: tuple[type[Exception], ...] = (httpx.TransportError, httpx.StreamError, httpx.DecodingError)
 
 
 class HttpModel:
@@ -179,11 +186,11 @@ class HttpModel:
                         model=model,
                         on_progress=on_progress,
                         caps=self.caps,
-                        broken=(httpx.TransportError, httpx.StreamError),
+                        broken=_BROKEN,
                     )
                 try:
                     raw = await response.aread()
-                except (httpx.TransportError, httpx.StreamError) as exc:
+                except _BROKEN as exc:
                     kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
                     return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
                 try:
@@ -196,12 +203,12 @@ class HttpModel:
                     )
         except httpx.TimeoutException:
             return adapter.map_error(RawFailure("timeout", None, None, {}), model=model)
-        except (httpx.TransportError, httpx.StreamError):
+        except _BROKEN:
             return adapter.map_error(RawFailure("connection", None, None, {}), model=model)
 
 
 async def _read_error_body(response: httpx.Response) -> bytes | None:
     try:
         return await response.aread()
-    except (httpx.TransportError, httpx.StreamError):
+    except _BROKEN:  # the status alone must do
         return None
