@@ -152,3 +152,15 @@ def test_an_unknown_operation_is_a_usage_error_not_tampering(tmp_path: Path) -> 
     r = cli("audit", "verify", "op_nope", "--store", store, cwd=tmp_path)
     assert r.returncode == 2
     assert "no operation" in r.stderr and "TAMPERED" not in r.stderr
+
+
+def test_a_deleted_operation_row_is_named_by_the_whole_store_check(
+    completed: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """Its audit chain is still there: the operation it belongs to is missing, which is tampering."""
+    db, store, op = completed
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM operations WHERE operation_id = ?", (op,))
+    r = cli("audit", "verify", "--store", store, cwd=tmp_path)
+    assert r.returncode == 1
+    assert op in r.stderr and "missing from the store" in r.stderr

@@ -100,3 +100,22 @@ def test_stream_demo_shows_progress(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "model is preparing call get_order" in r.stdout
     assert "bytes)" in r.stdout
+
+
+def test_memory_store_demo_does_not_promise_another_shell_and_leaves_nothing(tmp_path: Path) -> None:
+    """An in-memory operation dies with the process: no approve/resume commands for "any shell", and
+    no temporary payments directory left behind."""
+    env_tmp = tmp_path / "tmp"
+    env_tmp.mkdir()
+    r = subprocess.run(
+        [*CLI, "demo", "refund", "--store", "memory:"],
+        cwd=tmp_path,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TMPDIR": str(env_tmp)},
+    )
+    assert r.returncode == 0, r.stderr
+    assert "in-memory store" in r.stdout and "callbound resume" not in r.stdout
+    assert list(env_tmp.iterdir()) == []

@@ -535,6 +535,13 @@ def test_lease_expiry_lets_another_worker_take_over_and_fences_the_first(store: 
     assert store.claim("w3", 10, at(20)) == ("op1", 3)  # free at once, token never goes back
 
 
+def test_audited_operations_lists_every_chain(store: Any) -> None:
+    assert store.audited_operations() == []
+    create(store, "op1")  # with its first audit event
+    store.commit(Commit("op2", make_head("op2"), [JournalRow("transition", {})], create=True))  # none
+    assert store.audited_operations() == ["op1"]
+
+
 def test_hold_takes_one_operation_for_a_direct_drive_and_moves_the_fence(store: Any) -> None:
     """D21 for Runner.run/resume: one holder at a time; the fence moves so an earlier holder's
     writes fail; a worker's claim respects the hold, and a hold respects a worker's claim."""

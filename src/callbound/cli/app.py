@@ -4,8 +4,10 @@ other terminal state."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -108,6 +110,9 @@ def demo_refund(
         raise _fail("--approve and --deny exclude each other")
     st = _open(store)
     payments = _payments_path(store)
+    if store.startswith("memory:"):
+        # nothing outlives this process with an in-memory store: neither may its payments file
+        atexit.register(shutil.rmtree, os.path.dirname(payments), True)
     args: dict[str, Any] = {"scenario": scenario, "payments": payments, "stream": stream}
     demo = make_app(scenario=scenario, payments=payments, stream=stream)
     runner = demo.runner(st, ref={"ref": "callbound.demo.refund:make_app", "args": args})
@@ -177,6 +182,14 @@ def _print_waiting(outcome: Outcome, store: str, as_json: bool) -> None:
         out.print_json(json.dumps(outcome.to_dict(), default=str))
         return
     print_outcome(out, outcome)
+    if store.startswith("memory:"):
+        # Fix: this printed approve/resume commands for "any shell", but an in-memory operation is
+        # gone when this process exits.
+        out.print(
+            "\nWaiting for approval in the in-memory store, which is gone when this process exits: "
+            "pass --approve or --deny, or --store sqlite:///callbound.db to continue from another shell."
+        )
+        return
     store_arg = "" if store == DEFAULT_STORE else f" --store {store}"
     out.print("\nSaved and waiting for approval. From any shell:")
     for a in outcome.pending_approvals:

@@ -77,6 +77,11 @@ class Store(Protocol):
 
     def audit_events(self, operation_id: str) -> list[AuditEvent]: ...
 
+    def audited_operations(self) -> list[str]:
+        """Every operation id the audit table holds events for, with or without its operation row
+        (``audit verify`` names a row deleted under its chain)."""
+        ...
+
     def close(self) -> None: ...
 
 

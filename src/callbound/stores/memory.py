@@ -121,6 +121,10 @@ class MemoryStore:
         with self._lock:
             return list(self._audit.get(operation_id, []))
 
+    def audited_operations(self) -> list[str]:
+        with self._lock:
+            return [op for op, events in self._audit.items() if events]
+
     # ---- leases (D21) ----------------------------------------------------------------------------
 
     def claim(self, worker_id: str, lease_s: float, now_fn: NowFn | None = None) -> tuple[str, int] | None:

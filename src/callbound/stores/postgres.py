@@ -409,6 +409,11 @@ class PostgresStore:
                 conn.execute(_REFRESH_WAKE, {"op": decided.operation_id})
                 return True
 
+    def audited_operations(self) -> list[str]:
+        with self._lock, self._errors("listing the audited operations"):
+            rows = self._connection().execute("SELECT DISTINCT operation_id FROM audit").fetchall()
+        return [str(r[0]) for r in rows]
+
     def audit_events(self, operation_id: str) -> list[AuditEvent]:
         with self._lock, self._errors(f"reading the audit chain of {operation_id}"):
             rows = (

@@ -486,6 +486,10 @@ class SQLiteStore(SQLiteLeases):
             for seq, kind, at, data, prev, h in rows
         ]
 
+    def audited_operations(self) -> list[str]:
+        with self._lock, self._errors("listing the audited operations"):
+            return [r[0] for r in self._conn.execute("SELECT DISTINCT operation_id FROM audit").fetchall()]
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
