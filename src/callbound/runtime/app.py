@@ -55,10 +55,17 @@ def load_app(ref: str, args: dict[str, Any] | None = None) -> App:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UsageError(f"cannot import {module_name!r} for --app: {exc}") from exc
+    except Exception as exc:  # the module's own code failed while importing
+        raise UsageError(f"importing {module_name!r} for --app failed: {type(exc).__name__}: {exc}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise UsageError(f"{ref!r} does not name a callable factory")
-    app = factory(**(args or {}))
+    try:
+        app = factory(**(args or {}))
+    except Exception as exc:
+        # A factory that raises (wrong arguments, missing configuration) is a usage error, not a
+        # crash: exit code 1 is reserved for audit tampering (D28).
+        raise UsageError(f"{ref!r} failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(app, App):
         raise UsageError(f"{ref!r} returned {type(app).__name__}, expected callbound.runtime.app.App")
     return app

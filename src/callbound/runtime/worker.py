@@ -5,6 +5,11 @@ lease while the operation runs; a worker that dies simply stops renewing, the le
 database's clock, and another worker takes the operation over. Every commit carries the fencing
 token, so a worker that lost its lease (paused, partitioned) fails its next write with
 ``StaleLease`` instead of overwriting the new owner's progress.
+
+Each operation runs with the application saved in its head (``{"ref": ..., "args": ...}``), not
+necessarily the worker's own ``--app``: the registry and model must be the ones it was created with.
+An operation whose drive fails keeps its lease until the lease expires, so it is retried after
+``lease_s`` rather than re-claimed at once by this or another worker.
 """
 
 from __future__ import annotations
@@ -14,15 +19,29 @@ import contextlib
 import logging
 import os
 import socket
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.errors import StaleLease, StoreError, UsageError
+from ..core.canonical import canonical_json
+from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
 from ..core.states import TERMINAL
 from ..stores.base import LeaseStore
-from .app import App
+from .app import App, load_app
+from .runner import Runner
 
 log = logging.getLogger("callbound.worker")
+
+# Runners built for operations saved with another application, kept per (ref, canonical args) so a
+# worker does not rebuild them per operation; bounded so many distinct args cannot grow it forever.
+_MAX_CACHED_RUNNERS = 32
+
+AppKey = tuple[str, str]
+
+
+def _app_key(ref: str, args: dict[str, Any]) -> AppKey:
+    return ref, canonical_json(args)
 
 
 @dataclass
@@ -54,6 +73,10 @@ class Worker:
         self.app = app
         self.store = store
         self.runner = app.runner(store, ref=app_ref)
+        self._own_key: AppKey | None = None
+        if app_ref and app_ref.get("ref"):
+            self._own_key = _app_key(str(app_ref["ref"]), dict(app_ref.get("args") or {}))
+        self._runners: OrderedDict[AppKey, Runner] = OrderedDict()
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
         self.lease_s = lease_s
         self.poll_s = poll_s
@@ -67,27 +90,32 @@ class Worker:
         self, *, max_operations: int | None = None, idle_exit_s: float | None = None
     ) -> WorkerStats:
         """Work until stopped, ``max_operations`` are handled, or nothing was claimable for
-        ``idle_exit_s`` seconds."""
-        idle = 0.0
+        ``idle_exit_s`` seconds. A claim whose drive only failed counts as idle time: a store
+        holding nothing but failing operations is idle."""
+        idle_since = time.monotonic()
         while not self._stopping:
             if max_operations is not None and self.stats.claimed >= max_operations:
                 break
             claim = self.store.claim(self.worker_id, self.lease_s)
-            if claim is None:
-                if idle_exit_s is not None and idle >= idle_exit_s:
-                    break
-                await asyncio.sleep(self.poll_s)
-                idle += self.poll_s
+            if claim is not None and await self.handle(*claim):
+                idle_since = time.monotonic()
                 continue
-            idle = 0.0
-            await self.handle(*claim)
+            if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                break
+            if claim is None:
+                await asyncio.sleep(self.poll_s)
         return self.stats
 
-    async def handle(self, operation_id: str, fence: int) -> None:
+    async def handle(self, operation_id: str, fence: int) -> bool:
+        """Drive one claimed operation. Returns False when the drive failed; the lease is then kept
+        until it expires, which is the retry delay (releasing it let the next claim, which takes the
+        oldest runnable operation, pick the same failing one again at once)."""
         self.stats.claimed += 1
         heartbeat = asyncio.create_task(self._heartbeat(operation_id, fence))
+        failed = False
         try:
-            outcome = await self.runner.resume_leased(operation_id)  # the claim is the lease
+            runner = self.runner_for(operation_id)
+            outcome = await runner.resume_leased(operation_id)  # the claim is the lease
             state = outcome.state.value
             self.stats.outcomes[operation_id] = state
             if outcome.state in TERMINAL:
@@ -101,14 +129,57 @@ class Worker:
                 "worker %s lost the lease on %s; another worker owns it now", self.worker_id, operation_id
             )
         except (UsageError, StoreError) as exc:
+            failed = True
             self.stats.errors += 1
-            log.error("worker %s could not run %s: %s", self.worker_id, operation_id, exc)
+            log.error(
+                "worker %s could not run %s (retried after its lease expires): %s",
+                self.worker_id,
+                operation_id,
+                exc,
+            )
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-            with contextlib.suppress(StoreError):
-                self.store.release(operation_id, fence)
+            if not failed:
+                with contextlib.suppress(StoreError):
+                    self.store.release(operation_id, fence)
+        return not failed
+
+    def runner_for(self, operation_id: str) -> Runner:
+        """The runner of the application ``operation_id`` was saved with; the worker's own when it
+        saved none or the same one. Raises ``UsageError`` when that application cannot be built."""
+        stored = self.store.load_operation(operation_id)
+        if stored is None:
+            raise UsageError(f"no operation {operation_id!r} in this store")
+        saved = stored.head.get("app")
+        if not saved:
+            return self.runner
+        ref = saved.get("ref") if isinstance(saved, dict) else None
+        args = (saved.get("args") or {}) if isinstance(saved, dict) else None
+        if not isinstance(ref, str) or not ref or not isinstance(args, dict):
+            raise UsageError(f"operation {operation_id} has a malformed saved application: {saved!r}")
+        try:
+            key = _app_key(ref, args)
+        except CallboundError as exc:
+            raise UsageError(f"operation {operation_id} saved unusable --app arguments: {exc}") from exc
+        if key == self._own_key:
+            return self.runner
+        runner = self._runners.get(key)
+        if runner is not None:
+            self._runners.move_to_end(key)
+            return runner
+        app = load_app(ref, args)
+        try:
+            runner = app.runner(self.store, ref={"ref": ref, "args": args})
+        except UsageError:
+            raise
+        except Exception as exc:  # a bad App (e.g. runner_options) fails this operation, not the worker
+            raise UsageError(f"cannot build a runner for {ref!r}: {type(exc).__name__}: {exc}") from exc
+        self._runners[key] = runner
+        if len(self._runners) > _MAX_CACHED_RUNNERS:
+            self._runners.popitem(last=False)
+        return runner
 
     async def _heartbeat(self, operation_id: str, fence: int) -> None:
         while True:
