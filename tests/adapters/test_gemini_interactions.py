@@ -912,3 +912,26 @@ def test_random_byte_split_points_give_the_same_turn(cuts: list[int]) -> None:
     whole = run_stream([data])
     points = sorted({c % (len(data) + 1) for c in cuts})
     assert run_stream([data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]) == whole
+
+
+# ---- malformed shapes: read as empty, never an exception (D4) --------------------------------------
+
+
+@pytest.mark.parametrize("steps", [5, "steps", {"type": "model_output"}, True])
+def test_steps_that_are_not_a_list_hold_no_steps(steps: Any) -> None:
+    raw = json.dumps({**interaction("completed"), "steps": steps}).encode()
+    turn = ADAPTER.parse_response(raw)
+    assert (turn.finish, turn.text, turn.calls, turn.continuation) == (Finish.FINAL_TEXT, "", (), ())
+    waiting = ADAPTER.parse_response(json.dumps({**interaction("requires_action"), "steps": steps}))
+    assert (waiting.finish, waiting.reason) == (Finish.API_FAILURE, "unknown_stop_reason")
+
+
+@pytest.mark.parametrize("content", [5, "It is 3 C.", {"type": "text", "text": "It is 3 C."}, None])
+def test_model_output_content_that_is_not_a_list_holds_no_text(content: Any) -> None:
+    odd = {"type": "model_output", "content": content}
+    turn = ADAPTER.parse_response(json.dumps(interaction("completed", odd, OUTPUT)).encode())
+    assert (turn.finish, turn.text) == (Finish.FINAL_TEXT, "It is 3 C.")
+    assert turn.continuation == (odd, OUTPUT), "the steps go back unchanged"
+    with_call = ADAPTER.parse_response(interaction("requires_action", odd, CALL))
+    assert with_call.finish is Finish.TOOL_PROPOSALS
+    assert [c.call_id for c in with_call.calls] == ["zggxzq8r"]

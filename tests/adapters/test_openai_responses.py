@@ -1465,3 +1465,41 @@ def test_check_request_rejects_bad_output_payloads_and_shapes() -> None:
         ADAPTER.check_request({"input": {"role": "user"}}, turn)
     with pytest.raises(ProtocolViolation, match="needs its call_id"):
         ADAPTER.check_request({"input": [{"type": "function_call", "name": "x", "arguments": "{}"}]})
+
+
+# ---- an output_index that is no position -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [-1, -3, True, "0"])
+@pytest.mark.parametrize("snapshot", [[], [msg(text("hi"))]], ids=["empty-snapshot", "snapshot"])
+def test_events_at_an_output_index_that_is_no_position_are_ignored(bad: Any, snapshot: list[Any]) -> None:
+    # A negative index would read the snapshot from its end (an IndexError, or its last item twice).
+    call = started_fc("call_1", "f")
+    events = [
+        created(),
+        added(bad, call),
+        delta(bad, "fc_call_1", "{}"),
+        done(bad, {**call, "arguments": "{}", "status": "completed"}),
+        completed(output=snapshot),
+    ]
+    raw = sse(*events)
+    for turn, progress in (assemble([raw])[:2], streaming.fed(ADAPTER, raw)):  # feed and the fast path
+        assert turn.finish is Finish.FINAL_TEXT, turn
+        assert turn.calls == () and progress == []
+        assert turn.text == ("hi" if snapshot else "")
+
+
+def test_a_delta_with_a_negative_index_is_placed_by_its_item_id() -> None:
+    call = started_fc("call_1", "f")
+    events = [
+        created(),
+        added(0, call),
+        delta(-1, "fc_call_1", '{"a":1}'),
+        done(0, {k: v for k, v in call.items() if k != "arguments"}),
+        completed(),
+    ]
+    raw = sse(*events)
+    for turn, progress in (assemble([raw])[:2], streaming.fed(ADAPTER, raw)):  # feed and the fast path
+        assert turn.finish is Finish.TOOL_PROPOSALS
+        assert [(c.call_id, c.arguments) for c in turn.calls] == [("call_1", {"a": 1})]
+        assert ArgumentsProgress("call_1", 7) in progress

@@ -1388,3 +1388,36 @@ def test_fragments_survive_any_chunking(data: st.DataObject) -> None:
     cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=8))
     turn = fast_run(ANTHROPIC, byte_chunks(raw, cuts), None).turn
     assert turn.calls[0].arguments == {"t": text}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _RESPONSES_DELTA + ',"output_index":-1,"item_id":"fc_1","delta":"{}"}',  # placed by its item id
+        _RESPONSES_DELTA + ',"item_id":"fc_1","output_index":-7,"delta":"{}"}',
+        _RESPONSES_DELTA + ',"output_index":-1,"delta":"{}"}',  # nowhere to place it
+        _RESPONSES_DELTA + ',"output_index":-1,"item_id":"fc_9","delta":"{}"}',
+    ],
+)
+def test_responses_deltas_with_a_negative_index_are_read_alike(data: str) -> None:
+    raw = _item_stream(data)
+    for chunks in ([raw], [raw[:20], raw[20:]], [raw[i : i + 9] for i in range(0, len(raw), 9)]):
+        ref = assert_same(RESPONSES, chunks, None)
+        assert ref.error is None
+
+
+@pytest.mark.parametrize("index", [-1, -2])
+def test_responses_items_at_a_negative_index_are_ignored_alike(index: int) -> None:
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": ""}
+    snapshot = [{"type": "message", "id": "m1", "role": "assistant", "content": []}]
+    payloads = [
+        {"type": "response.output_item.added", "output_index": index, "item": item},
+        {"type": "response.function_call_arguments.delta", "output_index": index, "delta": "{}"},
+        {"type": "response.output_item.done", "output_index": index, "item": {**item, "arguments": "{}"}},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed", "output": snapshot}},
+    ]
+    raw = "".join(f"data: {json.dumps(p, separators=(',', ':'))}\n\n" for p in payloads).encode()
+    for chunks in ([raw], [raw[i : i + 11] for i in range(0, len(raw), 11)]):
+        ref = assert_same(RESPONSES, chunks, None)
+        assert ref.error is None and ref.turn.calls == ()
+        assert ref.turn.continuation == tuple(snapshot), "the snapshot's last item is not taken twice"

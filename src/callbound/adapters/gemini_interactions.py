@@ -137,7 +137,9 @@ def turn_from_interaction(
     rid = _real_id(inter.get("id")) or synthetic_response_id(raw_sha256)
     legacy = "steps" not in inter and isinstance(inter.get("outputs"), list)
     if items is None:
-        items = [s for s in inter.get("outputs" if legacy else "steps") or [] if isinstance(s, dict)]
+        # Like a missing list, a malformed one (``"steps": 5``) holds no steps.
+        found = inter.get("outputs" if legacy else "steps")
+        items = [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
     calls: list[ToolCall] = []
     text: list[str] = []
     for index, item in enumerate(items):
@@ -153,7 +155,8 @@ def turn_from_interaction(
         elif kind == "text" and isinstance(item.get("text"), str):  # legacy text output
             text.append(item["text"])
         elif kind == "model_output":
-            for c in item.get("content") or []:
+            content = item.get("content")
+            for c in content if isinstance(content, list) else []:
                 if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str):
                     text.append(c["text"])
     continuation = ({"role": "model", "content": items},) if legacy else tuple(items)

@@ -55,6 +55,12 @@ _DELTA_DATA = re.compile(_DELTA)
 _DELTA_EVENT = simple_event(_DELTA)
 
 
+def _output_index(value: Any) -> int | None:
+    """An ``output_index`` usable as a position: a JSON integer >= 0. Anything else (a negative one,
+    which Python would read from the end of the snapshot, a bool, a string) is no index at all."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 class _Assembler:
     """Streaming assembly for Responses events (WIRE.md 1.6).
 
@@ -87,8 +93,8 @@ class _Assembler:
         return self._aborted
 
     def _index(self, event: dict[str, Any]) -> int | None:
-        idx = event.get("output_index")
-        if isinstance(idx, int) and not isinstance(idx, bool):
+        idx = _output_index(event.get("output_index"))
+        if idx is not None:
             return idx
         item_id = event.get("item_id")
         return self._item_index.get(item_id) if isinstance(item_id, str) else None
@@ -123,8 +129,8 @@ class _Assembler:
                     self._model = resp["model"]
             return []
         if kind == "response.output_item.added":
-            idx, item = event.get("output_index"), event.get("item")
-            if not (isinstance(idx, int) and isinstance(item, dict)):
+            idx, item = _output_index(event.get("output_index")), event.get("item")
+            if idx is None or not isinstance(item, dict):
                 return []
             self._items[idx] = item
             if isinstance(item.get("id"), str):
@@ -141,8 +147,8 @@ class _Assembler:
             nbytes = self._arguments(idx, delta)
             return [] if nbytes is None else [ArgumentsProgress(self._progress_ids[idx], nbytes)]
         if kind == "response.output_item.done":
-            idx, item = event.get("output_index"), event.get("item")
-            if not (isinstance(idx, int) and isinstance(item, dict)):
+            idx, item = _output_index(event.get("output_index")), event.get("item")
+            if idx is None or not isinstance(item, dict):
                 return []
             if isinstance(item.get("id"), str):
                 self._item_index[item["id"]] = idx
@@ -209,12 +215,11 @@ class _Assembler:
             if self._aborted:
                 continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
             item_id, output_index, delta = found.groups()
+            idx: int | None = None
             if output_index is not None:
-                idx: int | None = int(output_index)
-            elif item_id is not None:
+                idx = _output_index(int(output_index))
+            if idx is None and item_id is not None:  # as _index: no usable index, so the item id
                 idx = self._item_index.get(string_value(found, 1))
-            else:
-                idx = None
             if idx is None or delta is None:
                 continue  # feed() ignores a delta it cannot place, or without text
             nbytes = self._arguments(idx, string_value(found, 3) if "\\" in delta else delta)

@@ -34,7 +34,12 @@ def live_app(
     base_url: str | None = None,
 ) -> App:
     """The live application (``callbound.cli.live:live_app``): the demo's tools on the happy path,
-    with a model client for ``api`` over ``transport``."""
+    with a model client for ``api`` over ``transport``.
+
+    The key is checked when a request is made, not here: ``callbound approvals approve`` and
+    ``deny`` rebuild this application only to record a decision, which never talks to the model, so
+    any shell may decide without the provider's key. ``callbound run`` checks the key before it
+    starts."""
     from ..core.guards import Budgets
     from ..demo.payments import FakePayments
     from ..demo.refund import build_registry
@@ -43,7 +48,7 @@ def live_app(
 
     return App(
         registry=build_registry(FakePayments(payments), "happy"),
-        model=make_client(api, transport=transport, model=model, base_url=base_url),
+        model=make_client(api, transport=transport, model=model, base_url=base_url, require_key=False),
         policy=Policy(revision="live-1"),
         budgets=Budgets(max_model_turns=8),
         settings={"model": model, "stream": stream},

@@ -9,16 +9,23 @@ bytes of a stream read through the shared SSE reader), never retries on its own 
 D26), and turns SDK and httpx exceptions into a neutral ``RawFailure`` for ``adapter.map_error``
 alone to classify (D30).
 
+Every request, connect through the last byte, plain or streamed, is bounded by the remaining active
+deadline (``RequestMeta.timeout_s``, D14, D26) as a whole, on top of the per-phase timeouts of httpx
+and the SDKs: those restart with every byte read, so a server that keeps sending (SSE pings, a body
+trickling in) would never trip them. A request cut by the deadline returns the failure turn a timeout
+maps to, like any other timeout.
+
 Nothing here imports an SDK or httpx at import time: ``import callbound`` never loads them. The
-helpers below are what the transports share: the missing-key check, the stream feeder and the SDK
-version stamp.
+helpers below are what the transports share: the missing-key check, the stream feeder, the deadline
+bound and the SDK version stamp.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +51,7 @@ __all__ = [
     "stainless_complete",
     "stamp_sdk_version",
     "transport_errors",
+    "within_deadline",
 ]
 
 TRANSPORTS = ("sdk", "http")
@@ -99,14 +107,19 @@ def make_client(
     base_url: str | None = None,
     api_key: str | None = None,
     timeout_s: float | None = None,
+    require_key: bool = True,
 ) -> ModelClient:
     """A live client for ``api``. ``transport="sdk"`` uses the official SDK (its extra must be
     installed); ``"http"`` uses raw httpx. Raises ``UsageError`` when the key is missing, the
-    transport is unknown or the SDK is not installed."""
+    transport is unknown or the SDK is not installed.
+
+    ``require_key=False`` defers the key check to the first request, which then raises the same
+    ``UsageError``: for an application rebuilt only to record an approval decision, which never
+    talks to the model (any process decides, without the provider's key)."""
     _env_names(api)
     if transport not in TRANSPORTS:
         raise UsageError(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
-    if api_key is None and missing_key(api) is not None:
+    if require_key and api_key is None and missing_key(api) is not None:
         raise UsageError(f"{api} needs an API key: set the environment variable {missing_key(api)}")
     if api == "gemini-generate" and not model:
         raise UsageError("gemini-generate puts the model in the URL: pass a model name")
@@ -201,6 +214,22 @@ def effective_timeout(
     candidates = [t for t in (meta_timeout_s, configured_s) if t is not None]
     value = min(candidates) if candidates else default_s
     return max(value, 0.001)
+
+
+async def within_deadline(
+    adapter: Adapter, request: Awaitable[ModelTurn], meta_timeout_s: float | None, *, model: str | None
+) -> ModelTurn:
+    """``request`` bounded as a whole by the remaining active deadline (D14, D26): past it, the
+    failure turn a timeout maps to, never an exception (D4). Per-phase timeouts restart with every
+    byte, so they alone never stop a server that keeps trickling bytes."""
+    from ..core.types import RawFailure
+
+    limit = None if meta_timeout_s is None else max(meta_timeout_s, 0.001)
+    try:
+        async with asyncio.timeout(limit):
+            return await request
+    except TimeoutError:
+        return adapter.map_error(RawFailure("timeout", None, None, {}), model=model)
 
 
 def split_kwargs(method: Any, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -356,7 +385,7 @@ class StainlessModel:
         timeout = effective_timeout(meta.timeout_s, self.timeout_s)
         client, owned = self._client(timeout)
         try:
-            turn = await stainless_complete(
+            request = stainless_complete(
                 self._sdk,
                 self._resource(client),
                 self._adapter,
@@ -367,6 +396,7 @@ class StainlessModel:
                 on_progress=on_progress,
                 caps=self.caps,
             )
+            turn = await within_deadline(self._adapter, request, meta.timeout_s, model=model)
         finally:
             if owned:
                 await client.close()

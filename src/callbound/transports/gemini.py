@@ -12,7 +12,7 @@ What google-genai can and cannot hand back raw:
   is an empty ``generationConfig: {}`` when the body has none, which means the same to the server
   (the loopback tests check that nothing else differs). Retries are off
   (``HttpRetryOptions(attempts=1)``, which also stops the SDK's implicit retry of connection errors)
-  and the timeout is the remaining deadline (D26).
+  and the timeout is the remaining deadline (D26), which also bounds the request as a whole.
 - ``streamGenerateContent``: no. The SDK refuses ``should_return_http_response`` on streams ("not
   supported in streaming methods") and its chunk iterator re-serialises each event after parsing it,
   so the bytes are not the ones received. Streams go over raw httpx (``HttpModel``) instead.
@@ -35,7 +35,14 @@ from ..adapters.base import Adapter, StreamCaps
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
-from . import api_key_for, effective_timeout, missing_key, stamp_sdk_version, transport_errors
+from . import (
+    api_key_for,
+    effective_timeout,
+    missing_key,
+    stamp_sdk_version,
+    transport_errors,
+    within_deadline,
+)
 
 __all__ = ["GeminiModel"]
 
@@ -126,7 +133,9 @@ class GeminiModel:
         if not self.model:
             raise UsageError("gemini-generate needs a model name: GeminiModel(..., model='gemini-...')")
         timeout = effective_timeout(meta.timeout_s, self.timeout_s)
-        return stamp_sdk_version(await self._generate(body, timeout), self.sdk_version)
+        request = self._generate(body, timeout)
+        turn = await within_deadline(self._adapter, request, meta.timeout_s, model=self.model)
+        return stamp_sdk_version(turn, self.sdk_version)
 
     async def _generate(self, body: dict[str, Any], timeout: float) -> ModelTurn:
         genai = self._sdk

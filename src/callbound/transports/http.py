@@ -15,8 +15,9 @@ and ``finish`` gets the SHA-256 of all of them (D7). A non-2xx answer becomes
 its content-encoding ``RawFailure("connection")``, a timeout ``RawFailure("timeout")``, all
 classified by ``adapter.map_error`` alone (D30). A stream that breaks mid-way, or whose bytes cannot
 be decoded, is finished as received: the adapter says TRUNCATED (``stream_interrupted``) when its
-terminal event never came. The timeout is the remaining active deadline (``RequestMeta.timeout_s``,
-D26). There are no retries here; the Runner retries.
+terminal event never came. The remaining active deadline (``RequestMeta.timeout_s``, D26) bounds
+each phase (connect, every read, write) and the whole request, so bytes that keep trickling in cannot
+stretch it. There are no retries here; the Runner retries.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ..adapters.base import Adapter, StreamCaps
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
-from . import api_key_for, effective_timeout, feed_stream, stamp_sdk_version
+from . import api_key_for, effective_timeout, feed_stream, stamp_sdk_version, within_deadline
 
 __all__ = ["DEFAULT_BASE_URLS", "INTERACTIONS_API_REVISION", "HttpModel"]
 
@@ -56,8 +57,9 @@ _BROKEN: tuple[type[Exception], ...] = (httpx.TransportError, httpx.StreamError,
 class HttpModel:
     """A ``ModelClient`` over raw httpx. ``base_url`` is the server root (no ``/v1``); ``api_key``
     defaults to the SDKs' usual environment variable; ``model`` is required for gemini-generate (the
-    model is part of the URL) and is otherwise taken from the body; ``timeout_s`` caps every request
-    in addition to the remaining deadline; ``headers`` are added to every request."""
+    model is part of the URL) and is otherwise taken from the body; ``timeout_s`` caps each phase of
+    every request (connect, every read, write) in addition to the remaining deadline, which also
+    bounds the request as a whole; ``headers`` are added to every request."""
 
     def __init__(
         self,
@@ -155,7 +157,8 @@ class HttpModel:
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         model = self._model_name(body)
         timeout = effective_timeout(meta.timeout_s, self.timeout_s)
-        turn = await self._send(url, headers, content, stream, model, timeout, on_progress)
+        request = self._send(url, headers, content, stream, model, timeout, on_progress)
+        turn = await within_deadline(self._adapter, request, meta.timeout_s, model=model)
         return stamp_sdk_version(turn, self.sdk_version)
 
     async def _send(

@@ -11,10 +11,10 @@ The SDK hands back the raw wire data, not re-shaped:
 
 The body keys the SDK method declares are passed as keyword arguments and the rest through
 ``extra_body``, so the JSON on the wire is the adapter's body. The client is built with
-``max_retries=0`` and a timeout equal to the remaining deadline (D26). ``APIStatusError``,
-``APITimeoutError`` and ``APIConnectionError`` become a ``RawFailure`` for ``adapter.map_error`` (D30).
-The key comes from ``OPENAI_API_KEY`` unless given. The SDK version is recorded in each turn's
-provenance (``openai/<version>``).
+``max_retries=0`` and a timeout equal to the remaining deadline (D26), which also bounds the whole
+request. ``APIStatusError``, ``APITimeoutError`` and ``APIConnectionError`` become a ``RawFailure`` for
+``adapter.map_error`` (D30). The key comes from ``OPENAI_API_KEY`` unless given. The SDK version is
+recorded in each turn's provenance (``openai/<version>``).
 """
 
 from __future__ import annotations
