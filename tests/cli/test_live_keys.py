@@ -139,6 +139,13 @@ def test_an_approval_is_decided_from_a_shell_without_the_key(tmp_path: Path, tra
         assert "approved by alice" in decided.stdout
         assert len(server.seen) == 1, "recording a decision made no model request"
 
+        keyless = _cli(tmp_path, "resume", waiting["operation_id"], "--store", store, key=False)
+        assert keyless.returncode == 2 and "OPENAI_API_KEY" in keyless.stderr
+        shown = _cli(tmp_path, "ops", "show", waiting["operation_id"], "--store", store, "--json", key=False)
+        assert json.loads(shown.stdout)["head"]["state"] == "WAITING_APPROVAL", (
+            "a resume without the key runs nothing"
+        )
+
         resumed = _cli(tmp_path, "resume", waiting["operation_id"], "--store", store, "--json", key=True)
         assert resumed.returncode == 0, resumed.stderr
         done = json.loads(resumed.stdout)

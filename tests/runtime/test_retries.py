@@ -348,3 +348,22 @@ async def test_a_usage_error_from_the_model_client_still_escapes() -> None:
     h = make([], [get_order_tool()])  # the scripted model has nothing to answer: ScriptExhausted
     with pytest.raises(cb.UsageError):
         await h.run()
+
+
+async def test_a_request_that_runs_out_the_deadline_stops_the_operation_on_the_deadline() -> None:
+    """D14: a retryable failure (here the transport's whole-request timeout) that leaves no active time
+    to try again ends STOPPED(DEADLINE) with an escalation, not FAILED as if the provider had failed."""
+    h = make([final("resp_0")], [get_order_tool()], budgets=cb.Budgets(deadline_s=30))
+    inner = h.runner.model
+
+    class TimesOut:
+        adapter = inner.adapter
+
+        async def complete(self, body: dict[str, Any], **kw: Any) -> Any:
+            h.clock.advance(31)  # the request used up the deadline
+            return inner.adapter.map_error(RawFailure("timeout"))
+
+    h.runner.model = TimesOut()
+    out = await h.run()
+    assert out.state == cb.State.STOPPED and out.reason == "DEADLINE"
+    assert out.escalation is not None and out.escalation["reason"] == "DEADLINE"

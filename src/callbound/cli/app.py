@@ -197,6 +197,20 @@ def _print_waiting(outcome: Outcome, store: str, as_json: bool) -> None:
     out.print(f"  callbound resume {outcome.operation_id}{store_arg}")
 
 
+def _require_live_key(runner: Any) -> None:
+    """A live app's client checks its key only at its first request (so approvals need none); a
+    resume fails before it runs anything instead, as `callbound run` does."""
+    from ..transports import missing_key
+    from .live import APP_REF
+
+    saved = runner.app or {}
+    if saved.get("ref") == APP_REF:
+        api = (saved.get("args") or {}).get("api")
+        missing = missing_key(api) if isinstance(api, str) else None
+        if missing is not None:
+            raise _fail(f"{api} needs an API key: the environment variable {missing} is not set")
+
+
 @app.command("resume")
 def resume_cmd(
     operation_id: str,
@@ -210,6 +224,7 @@ def resume_cmd(
     st = _open(store)
     try:
         runner = _runner_for(st, operation_id, app_ref)
+        _require_live_key(runner)
         if not as_json:
             runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
         outcome = runner.resume_sync(operation_id)

@@ -469,7 +469,18 @@ class Runner:
                 if op.retries < op.budgets.max_retries
                 else None
             )
-            if delay is None:
+            spent = check_running(op.budgets, op.spent, self.clock.now()) if delay is None else None
+            if isinstance(spent, Stop) and spent.reason == "DEADLINE":
+                # no time left to try again: the deadline ended the operation, not the provider (D14)
+                self._stop(
+                    op,
+                    spent.reason,
+                    spent.detail,
+                    retries=op.retries,
+                    response_id=turn.response_id,
+                    raw_stop_reason=turn.raw_stop_reason,
+                )
+            elif delay is None:
                 cut = turn.reason == "stream_interrupted"
                 target = State.INCOMPLETE if cut else State.FAILED
                 self._finish_failure(op, turn, target, v.reason or "API_ERROR", retries=op.retries)
