@@ -16,14 +16,13 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from ..core.approvals import Decision, PendingApproval, record_decision
+from ..core.approvals import Decision, PendingApproval
 from ..core.canonical import sha256_hex
 from ..core.dispatch import (
     TrustedOperation,
 )
 from ..core.errors import (
     StoreError,
-    UnknownApproval,
     UsageError,
 )
 from ..core.guards import (
@@ -43,6 +42,7 @@ from ..stores.base import JournalRow, Store
 from ..stores.memory import MemoryStore
 from .clock import Clock, SystemClock
 from .crash import crash_point
+from .decisions import check_approver, record
 from .executing import execute_step
 from .lease import driving
 from .operation import WAITING, Operation
@@ -170,45 +170,11 @@ class Runner:
 
     def decide(self, decision: Decision, *, tenant: str, _op: Operation | None = None) -> PendingApproval:
         """Record one decision (single use, D17) without resuming. Works from any process."""
-        approval = self.store.get_approval(decision.approval_id)
-        if (
-            approval is None
-            or approval.tenant != tenant
-            or (_op is not None and approval.operation_id != _op.operation_id)
-        ):
-            raise UnknownApproval(f"no approval {decision.approval_id!r} for tenant {tenant!r}")
-        if _op is None and approval.status == "pending":  # a decided one answers as D17 says
-            stored = self.store.load_operation(approval.operation_id)
-            state = None if stored is None else stored.head.get("state")
-            if state in _ENDED:
-                # Fix: a decision on an approval whose operation was cancelled or stopped was recorded
-                # and reported as success, though nothing can resume that operation any more.
-                raise UsageError(
-                    f"operation {approval.operation_id} is {state}; approval {approval.approval_id} "
-                    "can no longer take effect"
-                )
-        self.check_approver(decision.approver, approval)
-        now = self.clock.now()
-        decided, changed = record_decision(approval, decision, now)
-        if changed and not self.store.decide_approval(decided):
-            current = self.store.get_approval(decision.approval_id)
-            assert current is not None
-            decided, _ = record_decision(current, decision, now)  # same verdict → original; else raises
-        return decided
+        return record(self, decision, tenant, _op)
 
     def check_approver(self, approver: str, approval: PendingApproval) -> None:
-        if approver == approval.subject and not self.policy.allow_self_approval:
-            raise ApproverNotAllowed(
-                f"{approver!r} proposed this operation and may not approve its own call (Policy.allow_self_approval)"
-            )
-        hook = self.policy.approver_allowed
-        if hook is not None:
-            try:
-                allowed = bool(hook(approver, approval))
-            except Exception:
-                allowed = False
-            if not allowed:
-                raise ApproverNotAllowed(f"{approver!r} may not decide approval {approval.approval_id}")
+        """Raise ``ApproverNotAllowed`` unless ``approver`` may decide ``approval`` under the policy."""
+        check_approver(self.policy, approver, approval)
 
     def cancel(self, operation_id: str, reason: str = "cancelled by a user") -> Outcome:
         """End an operation STOPPED(CANCELLED). Refused while a write handler is running, because its
@@ -600,9 +566,6 @@ class Runner:
             escalation=op.escalation,
             spent=op.spent.to_dict(),
         )
-
-
-_ENDED = frozenset(s.value for s in TERMINAL)
 
 
 def _run_sync(coro: Any) -> Outcome:

@@ -1,0 +1,62 @@
+"""Approval decisions (D17): recorded from any process, single use, checked against the policy."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..core.approvals import Decision, PendingApproval, record_decision
+from ..core.errors import UnknownApproval, UsageError
+from ..core.states import TERMINAL
+from .operation import Operation
+from .outcome import ApproverNotAllowed, Policy
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+_ENDED = frozenset(s.value for s in TERMINAL)
+
+
+def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None = None) -> PendingApproval:
+    """Record one decision (single use, D17) without resuming. Works from any process; ``op`` is the
+    operation being resumed, when a resume records it."""
+    approval = runner.store.get_approval(decision.approval_id)
+    if (
+        approval is None
+        or approval.tenant != tenant
+        or (op is not None and approval.operation_id != op.operation_id)
+    ):
+        raise UnknownApproval(f"no approval {decision.approval_id!r} for tenant {tenant!r}")
+    if op is None and approval.status == "pending":  # a decided one answers as D17 says
+        stored = runner.store.load_operation(approval.operation_id)
+        state = None if stored is None else stored.head.get("state")
+        if state in _ENDED:
+            # Fix: a decision on an approval whose operation was cancelled or stopped was recorded
+            # and reported as success, though nothing can resume that operation any more.
+            raise UsageError(
+                f"operation {approval.operation_id} is {state}; approval {approval.approval_id} "
+                "can no longer take effect"
+            )
+    check_approver(runner.policy, decision.approver, approval)
+    now = runner.clock.now()
+    decided, changed = record_decision(approval, decision, now)
+    if changed and not runner.store.decide_approval(decided):
+        current = runner.store.get_approval(decision.approval_id)
+        assert current is not None
+        decided, _ = record_decision(current, decision, now)  # same verdict → original; else raises
+    return decided
+
+
+def check_approver(policy: Policy, approver: str, approval: PendingApproval) -> None:
+    """Raise ``ApproverNotAllowed`` unless ``approver`` may decide ``approval`` (D17)."""
+    if approver == approval.subject and not policy.allow_self_approval:
+        raise ApproverNotAllowed(
+            f"{approver!r} proposed this operation and may not approve its own call (Policy.allow_self_approval)"
+        )
+    hook = policy.approver_allowed
+    if hook is not None:
+        try:
+            allowed = bool(hook(approver, approval))
+        except Exception:
+            allowed = False
+        if not allowed:
+            raise ApproverNotAllowed(f"{approver!r} may not decide approval {approval.approval_id}")
