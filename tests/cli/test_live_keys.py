@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,7 +18,7 @@ import callbound as cb
 from callbound.cli.live import live_app
 from callbound.core.model import RequestMeta
 from callbound.transports import API_KEY_ENV, make_client
-from tests.transports.test_loopback import KEY, Loopback, Reply, _final
+from tests.transports.test_loopback import KEY, Loopback, _call, _final
 
 KEY_VARS = sorted({name for names in API_KEY_ENV.values() for name in names})
 
@@ -87,34 +86,13 @@ def _cli(tmp_path: Path, *args: str, key: bool) -> subprocess.CompletedProcess[s
     )
 
 
-def _submit_call() -> Reply:
-    body: dict[str, Any] = {
-        "id": "resp_live_1",
-        "object": "response",
-        "status": "completed",
-        "model": "gpt-test",
-        "output": [
-            {
-                "type": "function_call",
-                "id": "fc_live_1",
-                "call_id": "call_live_1",
-                "name": "submit_refund",
-                "arguments": json.dumps({"draft_id": "dr_A1"}),
-                "status": "completed",
-            }
-        ],
-        "usage": {"input_tokens": 20, "output_tokens": 5},
-    }
-    return Reply(json.dumps(body).encode())
-
-
 @pytest.mark.parametrize("transport", ["http", "sdk"])
 def test_an_approval_is_decided_from_a_shell_without_the_key(tmp_path: Path, transport: str) -> None:
     if transport == "sdk":
         pytest.importorskip("openai")
     server = Loopback()
     try:
-        server.script(_submit_call(), _final("The refund was submitted."))
+        server.script(_call("submit_refund", {"draft_id": "dr_A1"}), _final("The refund was submitted."))
         store = f"sqlite:///{tmp_path / 'live.db'}"
         base = server.root if transport == "http" else f"{server.root}/v1"
         run = _cli(

@@ -972,7 +972,8 @@ def test_cli_run_without_key_names_the_variable_and_exits_2(tmp_path: Path) -> N
     assert "ANTHROPIC_API_KEY" in r.stderr
 
 
-def _order_call() -> Reply:
+def _call(name: str = "get_order", arguments: dict[str, Any] | None = None) -> Reply:
+    """A completed Responses body proposing one function call (``get_order(A1)`` unless told)."""
     body = {
         "id": "resp_live_1",
         "object": "response",
@@ -983,8 +984,8 @@ def _order_call() -> Reply:
                 "type": "function_call",
                 "id": "fc_live_1",
                 "call_id": "call_live_1",
-                "name": "get_order",
-                "arguments": json.dumps({"order_id": "A1"}),
+                "name": name,
+                "arguments": json.dumps(arguments if arguments is not None else {"order_id": "A1"}),
                 "status": "completed",
             }
         ],
@@ -1017,7 +1018,7 @@ def _final(text: str) -> Reply:
 def test_cli_run_against_the_loopback_server(server: Loopback, tmp_path: Path, transport: str) -> None:
     if transport == "sdk":
         pytest.importorskip("openai")
-    server.script(_order_call(), _final("Order A1 was delivered."))
+    server.script(_call(), _final("Order A1 was delivered."))
     store = f"sqlite:///{tmp_path / 'live.db'}"
     base = server.root if transport == "http" else f"{server.root}/v1"
     r = subprocess.run(
