@@ -13,8 +13,6 @@ from .outcome import ApproverNotAllowed, Policy
 if TYPE_CHECKING:
     from .runner import Runner
 
-_ENDED = frozenset(s.value for s in TERMINAL)
-
 
 def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None = None) -> PendingApproval:
     """Record one decision (single use, D17) without resuming. Works from any process; ``op`` is the
@@ -29,7 +27,7 @@ def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None
     if op is None and approval.status == "pending":  # a decided one answers as D17 says
         stored = runner.store.load_operation(approval.operation_id)
         state = None if stored is None else stored.head.get("state")
-        if state in _ENDED:
+        if isinstance(state, str) and state in TERMINAL:  # a StrEnum set: names match
             # Fix: a decision on an approval whose operation was cancelled or stopped was recorded
             # and reported as success, though nothing can resume that operation any more.
             raise UsageError(

@@ -280,10 +280,7 @@ def _held_elsewhere(runner: Runner, op: Operation, entry: LedgerEntry | None) ->
     if stored is None:
         return False  # no such operation (its rows were purged): nobody can be running it
     state = stored.head.get("state")
-    return not (isinstance(state, str) and state in _ENDED)
-
-
-_ENDED = frozenset(s.value for s in TERMINAL)
+    return not (isinstance(state, str) and state in TERMINAL)  # a StrEnum set: names match
 
 
 async def _run_write(
