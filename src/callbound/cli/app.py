@@ -200,15 +200,12 @@ def _print_waiting(outcome: Outcome, store: str, as_json: bool) -> None:
 def _require_live_key(runner: Any) -> None:
     """A live app's client checks its key only at its first request (so approvals need none); a
     resume fails before it runs anything instead, as `callbound run` does."""
-    from ..transports import missing_key
-    from .live import APP_REF
+    from .live import APP_REF, require_key
 
     saved = runner.app or {}
-    if saved.get("ref") == APP_REF:
-        api = (saved.get("args") or {}).get("api")
-        missing = missing_key(api) if isinstance(api, str) else None
-        if missing is not None:
-            raise _fail(f"{api} needs an API key: the environment variable {missing} is not set")
+    api = (saved.get("args") or {}).get("api")
+    if saved.get("ref") == APP_REF and isinstance(api, str):
+        require_key(api)
 
 
 @app.command("resume")

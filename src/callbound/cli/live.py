@@ -56,6 +56,17 @@ def live_app(
     )
 
 
+def require_key(api: str) -> None:
+    """Exit 2 before anything starts when ``api``'s key variable is not set (`run`, and `resume` of
+    a live operation: the live app's client itself checks only at its first request)."""
+    from ..transports import missing_key
+    from .app import _fail
+
+    missing = missing_key(api)
+    if missing is not None:
+        raise _fail(f"{api} needs an API key: the environment variable {missing} is not set")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``callbound run`` to the typer app."""
 
@@ -92,7 +103,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the refund tools against a live model (the key comes from the provider's env var)."""
         from ..adapters import API_NAMES
-        from ..transports import TRANSPORTS, missing_key
+        from ..transports import TRANSPORTS
         from .app import _fail, _open, _payments_path, _print_waiting, out
         from .render import print_outcome, print_timeline_row, progress_printer
 
@@ -100,9 +111,7 @@ def register(app: typer.Typer) -> None:
             raise _fail(f"unknown API {api!r}; use one of {', '.join(API_NAMES)}")
         if transport not in TRANSPORTS:
             raise _fail(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
-        missing = missing_key(api)
-        if missing is not None:
-            raise _fail(f"{api} needs an API key: the environment variable {missing} is not set")
+        require_key(api)
         model_name = model
         st = _open(store)
         args: dict[str, Any] = {
