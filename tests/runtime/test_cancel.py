@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 import callbound as cb
+from callbound.core.approvals import record_decision, revalidate, withdraw
 from callbound.core.errors import StaleLease
 from callbound.stores.memory import MemoryStore
 from callbound.testing import FakeClock, ScriptedModel
@@ -196,3 +200,70 @@ def test_redaction_hook_decides_what_is_stored_in_clear() -> None:
     assert stored is not None
     envs = [e for r in stored.journal if r.kind == "results" for e in r.data["envelopes"]]
     assert envs[0]["protected_audit"]["input"] == {"order_id": "***"}
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_cancel_withdraws_the_pending_approval_so_it_is_no_longer_listed(kind: str, tmp_path: Path) -> None:
+    """An approver listing pending approvals must not be shown one that nothing will act on: the
+    commit that ends the operation also marks its pending approvals withdrawn."""
+    from callbound.stores.sqlite import SQLiteStore
+
+    store: Any = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "cb.db")
+    runner = cb.Runner(
+        model=ScriptedModel("openai-responses", [call("r1", "refund"), FINAL]),
+        registry=_refund_registry(),
+        clock=FakeClock(),
+        store=store,
+    )
+    out = runner.run_sync("x", tenant="t", subject="s")
+    (approval,) = out.pending_approvals
+    assert [a.approval_id for a in store.list_approvals(tenant="t")] == [approval.approval_id]
+    runner.cancel(out.operation_id, "customer withdrew")
+    assert store.list_approvals(tenant="t") == []
+    stored = store.get_approval(approval.approval_id)
+    assert stored.status == "withdrawn" and stored.decided_at is not None
+    assert stored.reason == "the operation ended STOPPED(CANCELLED)"
+    assert [a.status for a in store.list_approvals(tenant="t", status=None)] == ["withdrawn"]
+    with pytest.raises(cb.UsageError, match="withdrawn"):
+        runner.approve(approval.approval_id, approver="alice", tenant="t")
+    # a withdrawn approval cannot be turned into a decision by the core either
+    with pytest.raises(cb.ApprovalAlreadyDecided, match="withdrawn"):
+        record_decision(stored, cb.Decision.approve(approval.approval_id, "alice"), stored.decided_at)
+    if kind == "sqlite":
+        store.close()
+
+
+def test_a_withdrawn_approval_never_passes_revalidation() -> None:
+    """Fail closed: whatever reaches re-validation, only an approved call may run."""
+    runner = cb.Runner(
+        model=ScriptedModel("openai-responses", [call("r1", "refund"), FINAL]),
+        registry=_refund_registry(),
+        clock=FakeClock(),
+    )
+    out = runner.run_sync("x", tenant="t", subject="s")
+    (a,) = out.pending_approvals
+    now = a.created_at
+    withdrawn = withdraw(a, now, "ended")
+    kw = {
+        "argument_digest": a.argument_digest,
+        "policy_revision": a.policy_revision,
+        "schema_version": a.schema_version,
+        "tool_digest": a.tool_digest,
+    }
+    assert revalidate(withdrawn, now, **kw) == "DENIED"
+    assert revalidate(replace(a, status="approved", decided_at=now), now, **kw) is None
+
+
+def _refund_registry() -> cb.Registry:
+    return cb.Registry(
+        [
+            cb.ToolSpec(
+                name="refund",
+                description="d",
+                params=Args,
+                handler=lambda a, c: 1,
+                schema_version="1",
+                risk="irreversible",
+            )
+        ]
+    )

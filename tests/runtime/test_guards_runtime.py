@@ -224,6 +224,10 @@ async def test_d14_not_after_ends_an_operation_whose_approval_is_still_pending()
     assert_stopped(out, "DEADLINE")
     assert refunds.n == 0
     assert len(h2.model.requests) == 0
+    # the approval nobody decided is withdrawn in the same commit, so it is no longer listed
+    assert h2.store.list_approvals(tenant="acme") == []
+    (withdrawn,) = h2.store.list_approvals(tenant="acme", status=None)
+    assert withdrawn.status == "withdrawn" and "DEADLINE" in (withdrawn.reason or "")
 
 
 class _SlowModel(ScriptedModel):

@@ -8,7 +8,9 @@ from typing import Any, Literal
 
 from .errors import ApprovalAlreadyDecided, UsageError
 
-ApprovalStatus = Literal["pending", "approved", "denied"]
+# "withdrawn": the operation ended (cancelled, out of time, stopped) while the approval was pending, so
+# no decision can take effect any more; the store then stops listing it as pending.
+ApprovalStatus = Literal["pending", "approved", "denied", "withdrawn"]
 DEFAULT_APPROVAL_TTL = timedelta(hours=24)
 
 
@@ -118,6 +120,12 @@ def record_decision(
     approver returns the original decision unchanged; anything else on a decided approval raises."""
     if decision.approval_id != pending.approval_id:
         raise UsageError("decision is for another approval")
+    if pending.status == "withdrawn":
+        raise ApprovalAlreadyDecided(
+            f"approval {pending.approval_id} was withdrawn at "
+            f"{pending.decided_at.isoformat() if pending.decided_at else '?'} ({pending.reason}); "
+            "its operation has ended and cannot run the call"
+        )
     if pending.status != "pending":
         if pending.status == decision.status and pending.approver == decision.approver:
             return pending, False
@@ -129,6 +137,12 @@ def record_decision(
         pending, status=decision.status, approver=decision.approver, decided_at=now, reason=decision.reason
     )
     return decided, True
+
+
+def withdraw(pending: PendingApproval, now: datetime, why: str) -> PendingApproval:
+    """The approval of an operation that ended before anyone decided it: no longer pending, and no
+    decision can be recorded on it."""
+    return replace(pending, status="withdrawn", decided_at=now, reason=why)
 
 
 def is_expired(pending: PendingApproval, now: datetime) -> bool:
@@ -156,6 +170,6 @@ def revalidate(
         or tool_digest != pending.tool_digest
     ):
         return "APPROVAL_STALE"
-    if pending.status == "denied":
+    if pending.status != "approved":  # denied, or withdrawn (never resumed; fail closed all the same)
         return "DENIED"
     return None

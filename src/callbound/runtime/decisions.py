@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core.approvals import Decision, PendingApproval, record_decision
+from ..core.approvals import Decision, PendingApproval, record_decision, withdraw
 from ..core.errors import UnknownApproval, UsageError
 from ..core.states import TERMINAL
-from .operation import Operation
+from .operation import WAITING, Operation
 from .outcome import ApproverNotAllowed, Policy
 
 if TYPE_CHECKING:
@@ -24,6 +24,10 @@ def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None
         or (op is not None and approval.operation_id != op.operation_id)
     ):
         raise UnknownApproval(f"no approval {decision.approval_id!r} for tenant {tenant!r}")
+    if approval.status == "withdrawn":
+        raise UsageError(
+            f"approval {approval.approval_id} was withdrawn ({approval.reason}); it can no longer take effect"
+        )
     if op is None and approval.status == "pending":  # a decided one answers as D17 says
         stored = runner.store.load_operation(approval.operation_id)
         state = None if stored is None else stored.head.get("state")
@@ -58,3 +62,18 @@ def check_approver(policy: Policy, approver: str, approval: PendingApproval) -> 
             allowed = False
         if not allowed:
             raise ApproverNotAllowed(f"{approver!r} may not decide approval {approval.approval_id}")
+
+
+def withdraw_pending(runner: Runner, op: Operation, why: str) -> None:
+    """The operation is ending while some of its calls still wait for a decision: mark those approvals
+    withdrawn in the same commit, so no approver is left looking at a request nothing will act on and
+    ``list_approvals(status="pending")`` stops showing it."""
+    if op.current is None:
+        return
+    now = runner.clock.now()
+    for rec in op.current.records:
+        if rec.status != WAITING or rec.approval_id is None:
+            continue
+        approval = runner.store.get_approval(rec.approval_id)
+        if approval is not None and approval.status == "pending":
+            op.pending_approvals.append(withdraw(approval, now, why))

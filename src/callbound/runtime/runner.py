@@ -42,7 +42,7 @@ from ..stores.base import JournalRow, Store
 from ..stores.memory import MemoryStore
 from .clock import Clock, SystemClock
 from .crash import crash_point
-from .decisions import check_approver, record
+from .decisions import check_approver, record, withdraw_pending
 from .executing import execute_step
 from .lease import driving
 from .operation import WAITING, Operation
@@ -271,6 +271,10 @@ class Runner:
             self._segments[op.operation_id] = now
 
     def _move(self, op: Operation, target: State, cause: str, **details: Any) -> None:
+        if op.state is State.WAITING_APPROVAL and target in TERMINAL:
+            withdraw_pending(
+                self, op, f"the operation ended {target.value}({details.get('reason') or cause})"
+            )
         t = op.move(target, self.clock.now(), cause, self.audit_key, **details)
         if log.isEnabledFor(logging.INFO):
             log.info(
