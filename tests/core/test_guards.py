@@ -323,3 +323,28 @@ def test_result_cap_is_the_smaller_of_spec_and_budget(budget: int, spec: int | N
 def test_budgets_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         Budgets().max_model_turns = 100  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("choice", "forcing"),
+    [
+        ("required", True),
+        ("any", True),
+        ({"name": "refund"}, True),
+        ({"type": "any"}, True),
+        ({"type": "tool", "name": "refund"}, True),
+        ("auto", False),
+        ("none", False),
+        ({"type": "auto"}, False),
+        (None, False),
+    ],
+)
+def test_forced_tool_choice_is_dropped_once_tools_have_run(choice: Any, forcing: bool) -> None:
+    from callbound.core.guards import settings_for_request
+
+    settings = {"model": "m", "tool_choice": choice}
+    assert settings_for_request(settings, 0) is settings  # first request: as configured
+    after = settings_for_request(settings, 1)
+    assert ("tool_choice" not in after) is forcing
+    assert after["model"] == "m"
+    assert settings_for_request({**settings, "reset_tool_choice": False}, 3)["tool_choice"] == choice

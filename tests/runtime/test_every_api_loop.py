@@ -153,3 +153,47 @@ def test_truncated_turn_never_runs_its_calls(api: str) -> None:
     outcome = cb.Runner(model=model, registry=reg, clock=FakeClock()).run_sync("x", tenant="t", subject="s")
     assert outcome.state == "INCOMPLETE"
     assert ran == []
+
+
+def _forced(body: dict[str, Any]) -> bool:
+    """Does a request body carry a tool_choice (each API spells it its own way)?"""
+    generation = body.get("generation_config")
+    return (
+        "tool_choice" in body
+        or "toolConfig" in body
+        or (isinstance(generation, dict) and "tool_choice" in generation)
+    )
+
+
+@pytest.mark.parametrize("choice", ["required", {"name": "get_order"}])
+@pytest.mark.parametrize("api", APIS)
+def test_a_forced_tool_choice_is_dropped_after_the_first_tool_round(api: str, choice: Any) -> None:
+    """Resent on every turn, a forced tool_choice forbids the final answer and the loop can only end
+    on a guard; it applies until the first tool round, then the API's default (auto) does."""
+    model = ScriptedModel(api, scripted(api))
+    runner = cb.Runner(
+        model=model, registry=registry(), clock=FakeClock(), settings={"model": "m-1", "tool_choice": choice}
+    )
+    outcome = runner.run_sync("where is A1?", tenant="t", subject="s")
+    assert outcome.state == "COMPLETED", outcome
+    assert [_forced(r) for r in model.requests] == [True, False]
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_reset_tool_choice_false_keeps_forcing_and_a_plain_choice_is_always_kept(api: str) -> None:
+    model = ScriptedModel(api, scripted(api))
+    settings = {"model": "m-1", "tool_choice": "required", "reset_tool_choice": False}
+    runner = cb.Runner(model=model, registry=registry(), clock=FakeClock(), settings=settings)
+    assert runner.run_sync("where is A1?", tenant="t", subject="s").state == "COMPLETED"
+    assert [_forced(r) for r in model.requests] == [True, True]
+    model = ScriptedModel(api, scripted(api))
+    runner = cb.Runner(
+        model=model, registry=registry(), clock=FakeClock(), settings={"model": "m-1", "tool_choice": "auto"}
+    )
+    assert runner.run_sync("where is A1?", tenant="t", subject="s").state == "COMPLETED"
+    assert [_forced(r) for r in model.requests] == [True, True]
+
+
+def test_reset_tool_choice_must_be_a_bool() -> None:
+    with pytest.raises(cb.UsageError, match="reset_tool_choice"):
+        cb.Runner(model=ScriptedModel(APIS[0], []), registry=registry(), settings={"reset_tool_choice": "no"})

@@ -214,3 +214,29 @@ def record_turn_results(
 def result_cap(b: Budgets, spec_cap: int | None) -> int:
     """The smaller of the tool's and the budget's cap (D11)."""
     return b.max_result_bytes if spec_cap is None else min(spec_cap, b.max_result_bytes)
+
+
+# tool_choice values that make the model call a tool (every API's spelling: "required" for OpenAI,
+# "any" for Anthropic and Gemini, or one named tool).
+_FORCING = frozenset({"required", "any"})
+
+
+def forces_a_tool(choice: Any) -> bool:
+    if isinstance(choice, str):
+        return choice in _FORCING
+    if isinstance(choice, dict):  # {"name": ...}, or Anthropic's own {"type": "any" | "tool", ...}
+        return "name" in choice or choice.get("type") in ("any", "tool")
+    return False
+
+
+def settings_for_request(settings: dict[str, Any], tool_calls_so_far: int) -> dict[str, Any]:
+    """The model settings of the next request. A forced ``tool_choice`` applies until the first tool
+    round: resent on every turn it would forbid the final answer, and the loop could only end on a
+    guard. Afterwards the API's default (auto) applies, unless ``reset_tool_choice`` is False."""
+    if (
+        tool_calls_so_far
+        and settings.get("reset_tool_choice", True)
+        and forces_a_tool(settings.get("tool_choice"))
+    ):
+        return {k: v for k, v in settings.items() if k != "tool_choice"}
+    return settings

@@ -30,6 +30,7 @@ from ..core.guards import (
     Stop,
     check_before_model_request,
     check_running,
+    settings_for_request,
 )
 from ..core.ids import IdSource, RandomIds
 from ..core.machine import classify_turn
@@ -55,7 +56,17 @@ from .tools import ToolExecutor
 log = logging.getLogger("callbound.runtime")
 
 SETTINGS_KEYS = frozenset(
-    {"model", "tool_choice", "temperature", "max_output_tokens", "stream", "continuation", "store", "extra"}
+    {
+        "model",
+        "tool_choice",
+        "reset_tool_choice",
+        "temperature",
+        "max_output_tokens",
+        "stream",
+        "continuation",
+        "store",
+        "extra",
+    }
 )
 
 
@@ -98,6 +109,8 @@ class Runner:
         unknown = set(self.settings) - SETTINGS_KEYS
         if unknown:
             raise UsageError(f"unknown model settings {sorted(unknown)}; allowed: {sorted(SETTINGS_KEYS)}")
+        if not isinstance(self.settings.get("reset_tool_choice", True), bool):
+            raise UsageError("settings['reset_tool_choice'] must be True or False")
         self.ids: IdSource = ids or RandomIds()
         self.prices = dict(prices or {})
         if self.budgets.max_cost is not None and self._price() is None:
@@ -369,7 +382,7 @@ class Runner:
         body = self.adapter.build_request(
             items=op.transcript,
             tools=self._offered_tools(op),
-            settings=op.settings,
+            settings=settings_for_request(op.settings, op.spent.tool_calls),
             instructions=op.instructions,
             stream=bool(op.settings.get("stream")),
             previous_response_id=op.last_turn.response_id if use_prev and op.last_turn else None,
