@@ -119,3 +119,26 @@ def test_memory_store_demo_does_not_promise_another_shell_and_leaves_nothing(tmp
     assert r.returncode == 0, r.stderr
     assert "in-memory store" in r.stdout and "callbound resume" not in r.stdout
     assert list(env_tmp.iterdir()) == []
+
+
+def test_a_relative_store_saves_an_absolute_payments_path_so_resume_from_elsewhere_pays_once(
+    tmp_path: Path,
+) -> None:
+    """The payments file's path is saved with the operation; resumed from another directory (with the
+    store named absolutely) it must be the same file, not a new one beside the new cwd."""
+    first = tmp_path / "first"
+    other = tmp_path / "other"
+    first.mkdir()
+    other.mkdir()
+    r = run_cli("demo", "refund", "--json", "--store", "sqlite:demo.db", cwd=first)
+    assert r.returncode == 0, r.stderr
+    waiting = json.loads(r.stdout)
+    approval_id = waiting["pending_approvals"][0]["approval_id"]
+    store = f"sqlite:///{first / 'demo.db'}"
+    r = run_cli("approvals", "approve", approval_id, "--approver", "alice", "--store", store, cwd=other)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("resume", waiting["operation_id"], "--json", "--store", store, cwd=other)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["state"] == "COMPLETED"
+    assert FakePayments(str(first / "demo-payments.db")).count() == 1
+    assert not (other / "demo-payments.db").exists()

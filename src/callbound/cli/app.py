@@ -76,8 +76,11 @@ def _payments_path(store_url: str) -> str:
     if store_url.startswith("sqlite:"):
         rest = store_url[len("sqlite:") :]
         path = rest[3:] if rest.startswith("///") else rest[2:] if rest.startswith("//") else rest
-        p = Path(path or "callbound.db")
-        return str(p.with_name(p.stem + "-payments.db"))
+        if path != ":memory:":
+            # Absolute: the path is saved with the operation, and a resume or a worker started from
+            # another directory must reach the same payments file.
+            p = Path(path or "callbound.db").absolute()
+            return str(p.with_name(p.stem + "-payments.db"))
     import tempfile
 
     return os.path.join(tempfile.mkdtemp(prefix="callbound-demo-"), "payments.db")
