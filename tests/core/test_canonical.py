@@ -324,6 +324,10 @@ def test_str_keys_hash_equals_the_reference(value: Any) -> None:
         {"s": "x:1.5"},
         {"é": 1e16, "ü": [0.5]},
         {"hex": "a9c53269d03b2871234567890123456", "n": [12345678901234567]},
+        2.5,
+        [-1.5e-300, 1e300],
+        {"t": "12:00:00.5]", "u": "e+1"},  # look like number tokens inside strings: still exact
+        {"big": -12345678901234567, "ok": 1234567890123456},
     ],
 )
 def test_str_keys_hash_takes_the_exact_path_where_the_c_encoder_differs(value: Any) -> None:

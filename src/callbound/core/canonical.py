@@ -222,39 +222,44 @@ def canonical_sha256(value: Any) -> str:
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
 
 
-# In the C encoder's output every float (``1.5``, ``1e-07``, ``1.5e+16``: ``repr``) and every integer of
-# 16 or more digits (possibly beyond ±(2^53-1)) is a number token: right after ``:``, ``,`` or ``[`` (or
-# at the start), made of ``[0-9.e+-]``, right before ``,``, ``]``, ``}`` (or at the end). With every
-# digit turned into ``0``, each such token holds a hint (``0.0``, ``0e+0``, ``0e-0`` or sixteen ``0``)
-# that hex digests never do; ISO times hold ``0.0`` only inside a string. So: find hints with C-speed
-# substring searches, then check each hint's token exactly. A hint inside a string that still looks
-# like a token is a false alarm, which only costs the exact path.
-_HINTS = ("0.0", "0e+0", "0e-0", "0" * 16)
-_BYTE_HINTS = tuple(h.encode() for h in _HINTS)
+# In the C encoder's output every float is ``repr``: it has a fraction (``1.5``, ``1.0``) or an exponent
+# with a sign (``1e-07``, ``1.5e+16``). A fraction without an exponent ends its number token, so a
+# ``.digits`` run ends right before ``,``, ``]``, ``}`` or the end of the text. Both searches start with a
+# literal character, which the regex engine finds at C speed; ISO times (``08:30:19.747705+00:00``)
+# match neither. A match inside a string is a false alarm that only costs the exact path.
+_FLOAT_FRACTION = re.compile(r"\.[0-9]+(?:[,\]}]|$)")
+_FLOAT_EXPONENT = re.compile(r"e[+-][0-9]")
+# Every integer of 16 or more digits (possibly beyond ±(2^53-1)) is a number token: right after ``:``,
+# ``,`` or ``[`` (or at the start), made of digits and a sign, right before ``,``, ``]``, ``}`` (or at the
+# end). With every digit turned into ``0`` it holds sixteen ``0`` that a C-speed substring search finds;
+# each hint is then checked exactly (a hex digest can hold sixteen digits in a row).
+_HINT = "0" * 16
+_BYTE_HINT = _HINT.encode()
 _ZERO_DIGITS = str.maketrans("123456789", "000000000")
 _ZERO_DIGIT_BYTES = bytes.maketrans(b"123456789", b"000000000")
-_NUMBER_TOKEN = re.compile(r"[:,\[]-?(?:\d+\.\d+(?:e[+-]\d+)?|\d+e[+-]\d+|\d{16,})(?:[,\]}]|$)")
-_TOKEN_CHARS = frozenset("0123456789.e+-")
+_BIG_INTEGER = re.compile(r"[:,\[]-?\d{16,}(?:[,\]}]|$)")
+_TOKEN_CHARS = frozenset("0123456789-")
 
 
 def _number_risk(text: str, data: bytes) -> bool:
     """True when ``text`` (C encoder output; ``data`` is its UTF-8) may hold a float or an integer of
     16+ digits."""
+    if _FLOAT_FRACTION.search(text) or _FLOAT_EXPONENT.search(text):
+        return True
     if len(data) == len(text):  # ASCII: byte offsets are character offsets
-        return _hinted_number(text, data.translate(_ZERO_DIGIT_BYTES), _BYTE_HINTS)
-    return _hinted_number(text, text.translate(_ZERO_DIGITS), _HINTS)
+        return _hinted_number(text, data.translate(_ZERO_DIGIT_BYTES), _BYTE_HINT)
+    return _hinted_number(text, text.translate(_ZERO_DIGITS), _HINT)
 
 
-def _hinted_number(text: str, zeroed: Any, hints: tuple[Any, ...]) -> bool:
-    for hint in hints:
-        at = zeroed.find(hint)
-        while at != -1:
-            start = at
-            while start > 0 and text[start - 1] in _TOKEN_CHARS:
-                start -= 1
-            if start == 0 or _NUMBER_TOKEN.match(text, start - 1):
-                return True
-            at = zeroed.find(hint, at + 1)
+def _hinted_number(text: str, zeroed: Any, hint: Any) -> bool:
+    at = zeroed.find(hint)
+    while at != -1:
+        start = at
+        while start > 0 and text[start - 1] in _TOKEN_CHARS:
+            start -= 1
+        if start == 0 or _BIG_INTEGER.match(text, start - 1):
+            return True
+        at = zeroed.find(hint, at + 1)
     return False
 
 
