@@ -164,3 +164,23 @@ def test_a_deleted_operation_row_is_named_by_the_whole_store_check(
     r = cli("audit", "verify", "--store", store, cwd=tmp_path)
     assert r.returncode == 1
     assert op in r.stderr and "missing from the store" in r.stderr
+
+
+def test_tampered_ledger_result_is_named(completed: tuple[Path, str, str], tmp_path: Path) -> None:
+    """The ledger's recorded result is what a retry of the same intent replays to the model: an edit
+    to it is named, not left to reach the model with a fresh, valid binding (D16, D20)."""
+    db, store, op = completed
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT tenant, key, entry FROM ledger WHERE operation_id = ? AND status = 'SUCCEEDED'", (op,)
+        ).fetchall()
+        assert rows, "the demo's refund records its result in the ledger"
+        tenant, key, entry = rows[0]
+        doc = json.loads(entry)
+        doc["result"] = {"ok": True, "data": {"refund_id": "forged", "status": "refunded"}}
+        conn.execute(
+            "UPDATE ledger SET entry = ? WHERE tenant = ? AND key = ?", (json.dumps(doc), tenant, key)
+        )
+    r = cli("audit", "verify", op, "--store", store, cwd=tmp_path)
+    assert r.returncode == 1
+    assert f"ledger {key}" in r.stderr and "recorded result differs" in r.stderr

@@ -660,3 +660,31 @@ async def test_started_entry_without_reconcile_stops() -> None:
     assert out.state == cb.State.STOPPED and out.reason == "OUTCOME_UNKNOWN"
     assert out.escalation is not None and out.escalation["idempotency_keys"] == ["ik_pay:A1"]
     assert ran.n == 0
+
+
+async def test_audit_verify_checks_the_ledger_result_of_the_recording_and_the_replaying_operation() -> None:
+    """D16/D20: a SUCCEEDED ledger entry is what every later call of the same intent replays. Verify
+    accepts an honest replay across operations and names an edited entry in both operations."""
+    from dataclasses import replace
+
+    from callbound.runtime.verify import verify_store
+
+    notes = Counter()
+
+    def intent(args: OrderArgs, ctx: cb.CallContext) -> str:
+        return f"note:{args.order_id}"
+
+    script = [calls("resp_1", fc("call_1", "set_note", A1)), final("resp_2")]
+    h = make(script, [write_tool(notes, intent_key=intent)])
+    assert (await h.run(operation_id="op_1")).state == cb.State.COMPLETED
+    assert (await h.run(operation_id="op_2")).state == cb.State.COMPLETED  # a replay
+    assert notes.n == 1
+    assert verify_store(h.store) == []
+    (key,) = [k for (_, k) in h.store._ledger]
+    entry = h.store._ledger[("acme", key)]
+    h.store._ledger[("acme", key)] = replace(entry, result={"ok": True, "data": {"noted": "B9"}})
+    problems = verify_store(h.store)
+    assert {(p.operation_id, p.where) for p in problems} == {
+        ("op_1", f"ledger {key}"),
+        ("op_2", f"ledger {key}"),
+    }

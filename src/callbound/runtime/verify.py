@@ -14,6 +14,8 @@ from typing import Any
 from ..core.audit import audit_entries, verify_chain
 from ..core.binding import TrustedCall, compute_binding, request_sha256
 from ..core.canonical import canonical_json, canonical_sha256
+from ..core.errors import CanonicalizationError
+from ..core.idempotency import LedgerEntry, LedgerStatus
 from ..core.snapshot import turn_from_dict
 from ..core.types import ModelTurn
 from ..stores.base import Store
@@ -55,6 +57,9 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
     calls: dict[tuple[str, str], Any] = {}
     turns: dict[str, ModelTurn] = {}
     stored_results: set[tuple[str, str]] = set()
+    # (key, replayed) -> result digests of this operation's envelopes carrying that key
+    ledger_results: dict[tuple[str, bool], set[Any]] = {}
+    ledger_entries: dict[str, LedgerEntry] = {}
     last_turn: ModelTurn | None = None
     for row in stored.journal:
         if row.kind == "turn":
@@ -76,8 +81,17 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
                     problems.append(Problem(operation_id, where, "no stored model turn proposed this call"))
                     continue
                 ledger_key = p.get("idempotency_key")
-                if ledger_key is not None and store.ledger_get(head["tenant"], ledger_key) is None:
-                    problems.append(Problem(operation_id, where, "idempotency key is not in the ledger"))
+                if ledger_key is not None:
+                    entry = store.ledger_get(head["tenant"], ledger_key)
+                    if entry is None:
+                        problems.append(Problem(operation_id, where, "idempotency key is not in the ledger"))
+                    elif entry.status is LedgerStatus.SUCCEEDED and entry.result is not None:
+                        replayed = p.get("producer") == "ledger"
+                        if replayed or entry.operation_id == operation_id:
+                            ledger_results.setdefault((ledger_key, replayed), set()).add(
+                                p.get("result_sha256")
+                            )
+                            ledger_entries[ledger_key] = entry
                 trusted = TrustedCall(
                     provider=turn.provenance.provider,
                     api=turn.api,
@@ -111,6 +125,7 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
                 if audit is None or audit.get("call_binding_sha256") != want:
                     problems.append(Problem(operation_id, where, "audit chain does not record this binding"))
                 stored_results.add((rid, cid))
+    problems.extend(_ledger_problems(operation_id, ledger_entries, ledger_results))
     for rid, cid in recorded:
         if (rid, cid) not in stored_results:
             where = f"result {cid} (response {rid})"
@@ -138,6 +153,34 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
         problems.append(
             Problem(operation_id, "operation", "its final text differs from the last model turn's")
         )
+    return problems
+
+
+def _ledger_problems(
+    operation_id: str, entries: dict[str, LedgerEntry], results: dict[tuple[str, bool], set[Any]]
+) -> list[Problem]:
+    """A SUCCEEDED ledger entry holds the result that every later call of the same intent replays, so
+    it must be the result the operation that recorded it sent (and that a replay sent): otherwise an
+    edited ledger row would reach the model on the next retry with a valid binding of its own."""
+    problems = []
+    for (key, replayed), digests in sorted(results.items()):
+        entry = entries[key]
+        assert entry.result is not None
+        try:
+            recorded = canonical_sha256(entry.result)
+        except CanonicalizationError:
+            recorded = None
+        # the recording operation's own envelopes for the key: one of them carried the result it
+        # recorded (an earlier attempt may have ended in an error); every replay carried it
+        if recorded is None or (recorded not in digests if not replayed else digests != {recorded}):
+            problems.append(
+                Problem(
+                    operation_id,
+                    f"ledger {key}",
+                    "the recorded result differs from the result this operation "
+                    + ("replayed from it" if replayed else "sent when it recorded it"),
+                )
+            )
     return problems
 
 
