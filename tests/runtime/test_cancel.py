@@ -46,21 +46,9 @@ FINAL = {
 
 
 def test_cancel_a_waiting_operation_and_resume_is_refused() -> None:
-    reg = cb.Registry(
-        [
-            cb.ToolSpec(
-                name="refund",
-                description="d",
-                params=Args,
-                handler=lambda a, c: 1,
-                schema_version="1",
-                risk="irreversible",
-            )
-        ]
-    )
     runner = cb.Runner(
         model=ScriptedModel("openai-responses", [call("r1", "refund"), FINAL]),
-        registry=reg,
+        registry=_refund_registry(),
         clock=FakeClock(),
     )
     out = runner.run_sync("x", tenant="t", subject="s")
