@@ -344,7 +344,21 @@ async def _run_write(
     attempts += 1
     _ledger(op, rec, spec, LedgerStatus.STARTED, None, attempts)
     rec.status = RUNNING
-    await flush()  # C1 / STARTED is durable before the effect (D18)
+    # Every commit links the audit chain, this one too: a write is about to start, and a commit built
+    # from an older head (a cancel from another process) no longer follows the chain, so the store
+    # refuses it instead of ending the operation under a running write.
+    op.audit(
+        runner.clock.now(),
+        "write_started",
+        {
+            "call_id": rec.call_id,
+            "tool": spec.name,
+            "idempotency_key": rec.idempotency_key,
+            "attempt": attempts,
+        },
+        runner.audit_key,
+    )
+    await flush()  # STARTED is durable before the effect; for a turn of writes only, this is C1 (D18)
     crash_point("after_ledger_started", spec.name)
     # Fix: CallContext.attempt was always 1; a write run again after NotApplied (ledger FAILED) now
     # sees the ledger's attempt number.

@@ -31,7 +31,7 @@ async def execute_step(runner: Runner, op: Operation) -> None:
             _stop_before_handlers(runner, op, stop)
             await runner._flush(op)
             return
-    if PLANNED in statuses and op.pending_journal:
+    if PLANNED in statuses and op.pending_journal and not writes_only(runner, op):
         await runner._flush(op)  # C1 is durable before any handler runs (D18)
 
     async def flush() -> None:
@@ -69,6 +69,22 @@ async def execute_step(runner: Runner, op: Operation) -> None:
         await runner._flush(op)
         return
     runner._move(op, State.RESULTS_READY, "results_ready")
+
+
+def writes_only(runner: Runner, op: Operation) -> bool:
+    """Every planned call of the turn is a write. Then C1 waits for the first write's ledger STARTED
+    and goes out in the same commit (D18: turn, plan, STARTED, EXECUTING); a write that runs no
+    handler (replayed, in progress elsewhere, refused as a repeat) sends it with C2 instead."""
+    if op.current is None:
+        return False
+    planned = [r for r in op.current.records if r.status == PLANNED]
+    if not planned:
+        return False
+    for rec in planned:
+        spec = runner.registry.get(rec.tool)
+        if spec is None or not spec.is_write:
+            return False
+    return True
 
 
 def _stop_before_handlers(runner: Runner, op: Operation, stop: Stop) -> None:

@@ -44,7 +44,7 @@ from ..stores.memory import MemoryStore
 from .clock import Clock, SystemClock
 from .crash import crash_point
 from .decisions import check_approver, record, withdraw_pending
-from .executing import execute_step
+from .executing import execute_step, writes_only
 from .lease import driving
 from .operation import WAITING, Operation
 from .outcome import ApproverNotAllowed, Outcome, Policy, Price
@@ -54,6 +54,7 @@ from .retry import backoff_delay
 from .tools import ToolExecutor
 
 log = logging.getLogger("callbound.runtime")
+_CANCEL_ATTEMPTS = 3
 
 SETTINGS_KEYS = frozenset(
     {
@@ -192,26 +193,36 @@ class Runner:
     def cancel(self, operation_id: str, reason: str = "cancelled by a user") -> Outcome:
         """End an operation STOPPED(CANCELLED). Refused while a write handler is running, because its
         effect would be left unknown."""
-        op = self._load(operation_id)
-        if op.state in TERMINAL:
-            raise UsageError(f"operation {operation_id} is already {op.state.value}")
-        if op.current is not None:
-            for rec in op.current.records:
-                spec = self.registry.get(rec.tool)
-                if rec.status == "running" and (spec is None or spec.is_write):
-                    raise UsageError(
-                        f"operation {operation_id} is running write call {rec.call_id} ({rec.tool}); "
-                        "cancel it after the call finishes"
-                    )
-        self._stop(op, "CANCELLED", reason)
-        # Take the fencing token forward: a worker still driving this operation fails its next write
-        # with StaleLease instead of overwriting the cancellation (D21).
-        commit = op.take_commit()
-        commit.fence = op.fence
-        op.fence = (op.fence or 0) + 1
-        commit.head["fence"] = op.fence
-        self.store.commit(commit)
-        return self._outcome(op)
+        for attempt in range(_CANCEL_ATTEMPTS):
+            op = self._load(operation_id)
+            if op.state in TERMINAL:
+                raise UsageError(f"operation {operation_id} is already {op.state.value}")
+            if op.current is not None:
+                for rec in op.current.records:
+                    spec = self.registry.get(rec.tool)
+                    if rec.status == "running" and (spec is None or spec.is_write):
+                        raise UsageError(
+                            f"operation {operation_id} is running write call {rec.call_id} ({rec.tool}); "
+                            "cancel it after the call finishes"
+                        )
+            self._stop(op, "CANCELLED", reason)
+            # Take the fencing token forward: a worker still driving this operation fails its next
+            # write with StaleLease instead of overwriting the cancellation (D21).
+            commit = op.take_commit()
+            commit.fence = op.fence
+            op.fence = (op.fence or 0) + 1
+            commit.head["fence"] = op.fence
+            try:
+                self.store.commit(commit)
+            except StoreError:
+                # The operation moved on after we read it: its driver committed (a write may have
+                # started; every commit links the audit chain, so ours no longer follows it) or a
+                # worker claimed it. Read it again and decide again.
+                if attempt + 1 == _CANCEL_ATTEMPTS:
+                    raise
+                continue
+            return self._outcome(op)
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def approve(
         self, approval_id: str, approver: str, tenant: str, reason: str | None = None
@@ -501,6 +512,8 @@ class Runner:
             self._move(op, State.MODEL_REQUESTED, "continue", **ids)
         else:
             self._finish_failure(op, turn, v.target, v.reason or "API_ERROR")
+        if op.state is State.EXECUTING and writes_only(self, op):
+            return  # C1 goes out with the first write's ledger STARTED (D18)
         await self._flush(op)
 
     def _finish_failure(
