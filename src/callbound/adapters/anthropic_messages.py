@@ -285,7 +285,9 @@ class _Assembler:
             if isinstance(event.get("delta"), dict):
                 self._delta.update(event["delta"])
             if isinstance(event.get("usage"), dict):
-                self._usage.update(event["usage"])  # cumulative counts: replace, never add (D27)
+                # Cumulative counts: replace, never add (D27). The input and cache counts are optional
+                # here and may be null (SDK MessageDeltaUsage): a null keeps message_start's count.
+                self._usage.update((k, v) for k, v in event["usage"].items() if v is not None)
         elif kind == "message_stop":
             self._stopped = True
         elif kind == "error":
@@ -360,8 +362,11 @@ class _Assembler:
         block.done = True
         final = block.base
         for field, parts in block.parts.items():
-            if field != "partial_json":
-                # Text, thinking and signature deltas may split a character outside the BMP into its
+            if field == "signature":
+                # A signature_delta carries the whole signature (the SDK assigns it, never appends).
+                final[field] = parts[-1]
+            elif field != "partial_json":
+                # Text and thinking deltas may split a character outside the BMP into its
                 # escaped surrogate halves, as argument deltas may: a plain join would leave two lone
                 # surrogates in the continuation, and the next request could not be encoded (D4).
                 start = final.get(field)

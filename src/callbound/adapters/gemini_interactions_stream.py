@@ -166,9 +166,13 @@ class _Assembler:
         if dtype == "text" and isinstance(delta.get("text"), str):
             self._texts.setdefault(index, []).append(delta["text"])
         elif dtype == "thought_signature":
-            item["signature"] = delta.get("signature")
+            # A delta without its value (the SDK types make a summary delta's content optional)
+            # leaves the step as it was: a null in it would go back to the API in the replay (D8).
+            if isinstance(delta.get("signature"), str):
+                item["signature"] = delta["signature"]
         elif dtype == "thought_summary":
-            _list_in(item, "summary").append(delta.get("content"))
+            if isinstance(delta.get("content"), dict):
+                _list_in(item, "summary").append(delta["content"])
         elif dtype == "arguments_delta" and isinstance(delta.get("arguments"), str):
             nbytes = self._arguments(index, delta["arguments"])
             return [] if nbytes is None else [ArgumentsProgress(self._cid(index), nbytes)]
@@ -269,6 +273,10 @@ class _Assembler:
         inter.setdefault("model", self._model)
         order = sorted(self._items)
         items = [self._build(i, self._items[i]) for i in order]
+        if not items and isinstance(inter.get("steps" if not self._legacy else "outputs"), list):
+            # No step events, but the terminal event carries the steps itself (the SDK's
+            # InteractionSseEventInteraction may include them): those are the turn.
+            return turn_from_interaction(inter, raw_sha256, model=self._model)
         if self._legacy:
             inter.pop("steps", None)
             inter["outputs"] = items

@@ -146,6 +146,22 @@ class _Assembler:
                 return []
             nbytes = self._arguments(idx, delta)
             return [] if nbytes is None else [ArgumentsProgress(self._progress_ids[idx], nbytes)]
+        if kind == "response.function_call_arguments.done":
+            # The finalised argument text (SDK ResponseFunctionCallArgumentsDoneEvent): it replaces the
+            # deltas, so a call whose output_item.done never comes (a terminal snapshot with an empty
+            # output) runs with these arguments, not with the added item's empty ones.
+            idx, arguments = self._index(event), event.get("arguments")
+            if idx is None or idx in self._done or not isinstance(arguments, str):
+                return []
+            size = utf8_len(arguments)
+            seen = self._arg_bytes.get(idx, 0)
+            if size > seen:  # bytes no delta carried count too, as for a done-only call
+                self._total += size - seen
+                self._arg_bytes[idx] = size
+            if self._over_caps(self._arg_bytes.get(idx, 0)):
+                return self._abort()
+            self._args[idx] = [arguments]
+            return []
         if kind == "response.output_item.done":
             idx, item = _output_index(event.get("output_index")), event.get("item")
             if idx is None or not isinstance(item, dict):
