@@ -41,6 +41,7 @@ from ..core.states import TERMINAL, State
 from ..core.types import ModelTurn, Progress, RawFailure, Transition, Usage
 from ..stores.base import JournalRow, Store
 from ..stores.memory import MemoryStore
+from .cancel import cancel
 from .clock import Clock, SystemClock
 from .crash import crash_point
 from .decisions import check_approver, record, withdraw_pending
@@ -54,7 +55,6 @@ from .retry import backoff_delay
 from .tools import ToolExecutor
 
 log = logging.getLogger("callbound.runtime")
-_CANCEL_ATTEMPTS = 3
 
 SETTINGS_KEYS = frozenset(
     {
@@ -193,36 +193,7 @@ class Runner:
     def cancel(self, operation_id: str, reason: str = "cancelled by a user") -> Outcome:
         """End an operation STOPPED(CANCELLED). Refused while a write handler is running, because its
         effect would be left unknown."""
-        for attempt in range(_CANCEL_ATTEMPTS):
-            op = self._load(operation_id)
-            if op.state in TERMINAL:
-                raise UsageError(f"operation {operation_id} is already {op.state.value}")
-            if op.current is not None:
-                for rec in op.current.records:
-                    spec = self.registry.get(rec.tool)
-                    if rec.status == "running" and (spec is None or spec.is_write):
-                        raise UsageError(
-                            f"operation {operation_id} is running write call {rec.call_id} ({rec.tool}); "
-                            "cancel it after the call finishes"
-                        )
-            self._stop(op, "CANCELLED", reason)
-            # Take the fencing token forward: a worker still driving this operation fails its next
-            # write with StaleLease instead of overwriting the cancellation (D21).
-            commit = op.take_commit()
-            commit.fence = op.fence
-            op.fence = (op.fence or 0) + 1
-            commit.head["fence"] = op.fence
-            try:
-                self.store.commit(commit)
-            except StoreError:
-                # The operation moved on after we read it: its driver committed (a write may have
-                # started; every commit links the audit chain, so ours no longer follows it) or a
-                # worker claimed it. Read it again and decide again.
-                if attempt + 1 == _CANCEL_ATTEMPTS:
-                    raise
-                continue
-            return self._outcome(op)
-        raise AssertionError("unreachable")  # the loop returns or raises
+        return cancel(self, operation_id, reason)
 
     def approve(
         self, approval_id: str, approver: str, tenant: str, reason: str | None = None

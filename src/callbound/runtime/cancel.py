@@ -1,0 +1,50 @@
+"""Cancelling an operation from any process: STOPPED(CANCELLED), refused while a write handler runs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..core.errors import StoreError, UsageError
+from ..core.states import TERMINAL
+from .outcome import Outcome
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+_ATTEMPTS = 3
+
+
+def cancel(runner: Runner, operation_id: str, reason: str) -> Outcome:
+    """End an operation STOPPED(CANCELLED), unless a write handler is running (its effect would be
+    left unknown). The check is made on a read of the operation; the commit is refused by the store
+    if the operation moved on since, and the decision is made again on a fresh read."""
+    for attempt in range(_ATTEMPTS):
+        op = runner._load(operation_id)
+        if op.state in TERMINAL:
+            raise UsageError(f"operation {operation_id} is already {op.state.value}")
+        if op.current is not None:
+            for rec in op.current.records:
+                spec = runner.registry.get(rec.tool)
+                if rec.status == "running" and (spec is None or spec.is_write):
+                    raise UsageError(
+                        f"operation {operation_id} is running write call {rec.call_id} ({rec.tool}); "
+                        "cancel it after the call finishes"
+                    )
+        runner._stop(op, "CANCELLED", reason)
+        # Take the fencing token forward: a worker still driving this operation fails its next write
+        # with StaleLease instead of overwriting the cancellation (D21).
+        commit = op.take_commit()
+        commit.fence = op.fence
+        op.fence = (op.fence or 0) + 1
+        commit.head["fence"] = op.fence
+        try:
+            runner.store.commit(commit)
+        except StoreError:
+            # The operation moved on after we read it: its driver committed (a write may have
+            # started; every commit links the audit chain, so ours no longer follows it) or a worker
+            # claimed it. Read it again and decide again.
+            if attempt + 1 == _ATTEMPTS:
+                raise
+            continue
+        return runner._outcome(op)
+    raise AssertionError("unreachable")  # the loop returns or raises
