@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .adapters import get as get_adapter
-from .adapters.base import Adapter, StreamCaps
+from .adapters.base import Adapter, StreamCaps, capped
 from .adapters.stream import StreamFeed
 from .core.errors import ProtocolViolation, ScriptExhausted, UsageError
 from .core.model import ProgressCallback, RequestMeta
@@ -140,7 +140,7 @@ class ScriptedModel:
         if isinstance(item, Stream | list):
             return self._play_stream(item, on_progress, model)
         if isinstance(item, dict | str | bytes):
-            return self._adapter.parse_response(item, model=model)
+            return capped(self._adapter.parse_response(item, model=model), self.caps)
         raise UsageError(f"ScriptedModel cannot play a {type(item).__name__}")
 
     def _play_stream(

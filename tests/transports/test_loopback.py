@@ -31,6 +31,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 import callbound as cb
+from callbound.adapters.base import StreamCaps
 from callbound.core.ids import SequentialIds
 from callbound.core.model import ProgressCallback, RequestMeta
 from callbound.core.types import ModelTurn
@@ -1055,3 +1056,24 @@ def test_cli_run_against_the_loopback_server(server: Loopback, tmp_path: Path, t
     assert tools == {"get_order", "create_refund_draft", "submit_refund"}
     outputs = [i for i in server.seen[1].json()["input"] if i.get("type") == "function_call_output"]
     assert [o["call_id"] for o in outputs] == ["call_live_1"]
+
+
+@pytest.mark.parametrize(
+    ("transport", "api"),
+    [
+        pytest.param("sdk", "openai-responses", id="openai-sdk"),
+        pytest.param("sdk", "anthropic-messages", id="anthropic-sdk"),
+        pytest.param("sdk", "gemini-generate", id="genai-sdk"),
+        pytest.param("http", "openai-chat", id="httpx-chat"),
+        pytest.param("http", "gemini-interactions", id="httpx-interactions"),
+    ],
+)
+async def test_a_plain_body_gets_the_stream_byte_caps(server: Loopback, transport: str, api: str) -> None:
+    """The caps a stream of the same response would trip apply to a plain body too: the call over
+    them never runs and the operation ends INCOMPLETE(ARGUMENTS_TOO_LARGE), asking nothing more."""
+    sc = SCENARIOS[(api, False)]()
+    model = make_model(transport, api, server.root, sc.model, caps=StreamCaps(max_call_bytes=4))
+    server.script(sc.first, sc.second)
+    outcome = await runner_for(model, sc, False).run("Please help.", tenant="acme", subject="user-1")
+    assert (outcome.state, outcome.reason) == ("INCOMPLETE", "ARGUMENTS_TOO_LARGE")
+    assert len(server.seen) == 1

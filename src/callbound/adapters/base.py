@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Protocol
 
@@ -311,6 +311,33 @@ def too_large_turn(api: str, provenance: Provenance, raw_sha256: str, response_i
         failure=Failure(kind="byte_cap", retryable=False),
         finish=Finish.TRUNCATED,
     )
+
+
+def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = None) -> ModelTurn:
+    """A plain (not streamed) response gets the byte caps the same response would get as a stream: a
+    call over ``max_call_bytes``, or calls over ``max_response_bytes`` together, make the turn
+    TRUNCATED(arguments_too_large) with no calls, so none of them runs (D1). The raw stop reason,
+    text and usage stay. ``body_bytes``: the body's size, which bounds every argument in it."""
+    if not turn.calls:
+        return turn
+    caps = caps or StreamCaps()
+    if body_bytes is not None and body_bytes <= min(caps.max_call_bytes, caps.max_response_bytes):
+        return turn
+    total = 0
+    for call in turn.calls:
+        raw = call.arguments_raw
+        size = utf8_len(raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False))
+        total += size
+        if size > caps.max_call_bytes or total > caps.max_response_bytes:
+            return replace(
+                turn,
+                finish=Finish.TRUNCATED,
+                reason="arguments_too_large",
+                calls=(),
+                continuation=(),
+                failure=Failure(kind="byte_cap", retryable=False),
+            )
+    return turn
 
 
 def error_object(raw: bytes | str | dict[str, Any] | None) -> dict[str, Any] | None:

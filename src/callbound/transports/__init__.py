@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..adapters.base import Adapter, StreamCaps
+from ..adapters.base import Adapter, StreamCaps, capped
 from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
@@ -295,7 +295,7 @@ async def stainless_complete(
             kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
             return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
         try:
-            return adapter.parse_response(content, model=model)
+            return capped(adapter.parse_response(content, model=model), caps, len(content))
         except ProtocolViolation:
             failure = RawFailure("http", http_response.status_code, content, dict(http_response.headers))
             return adapter.map_error(failure, model=model)

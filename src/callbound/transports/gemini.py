@@ -31,7 +31,7 @@ import json
 from typing import Any
 
 from ..adapters import get as get_adapter
-from ..adapters.base import Adapter, StreamCaps
+from ..adapters.base import Adapter, StreamCaps, capped
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
@@ -172,7 +172,7 @@ class GeminiModel:
         text = http.body if http is not None and http.body is not None else ""
         raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         try:
-            return self._adapter.parse_response(raw, model=model)
+            return capped(self._adapter.parse_response(raw, model=model), self.caps, len(raw))
         except ProtocolViolation:
             headers = dict(http.headers or {}) if http is not None else {}
             return self._adapter.map_error(RawFailure("http", 200, raw, headers), model=model)

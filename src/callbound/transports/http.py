@@ -29,7 +29,7 @@ from urllib.parse import quote
 import httpx
 
 from ..adapters import get as get_adapter
-from ..adapters.base import Adapter, StreamCaps
+from ..adapters.base import Adapter, StreamCaps, capped
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
@@ -197,7 +197,7 @@ class HttpModel:
                     kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
                     return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
                 try:
-                    return adapter.parse_response(raw, model=model)
+                    return capped(adapter.parse_response(raw, model=model), self.caps, len(raw))
                 except ProtocolViolation:
                     # A 2xx body that is not the provider's JSON: the adapter classifies it like
                     # an error body (fatal unless its status says otherwise).
