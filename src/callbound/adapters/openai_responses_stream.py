@@ -16,6 +16,7 @@ from ..core.types import (
     Failure,
     ModelTurn,
     Progress,
+    Provenance,
 )
 from .base import (
     QUOTA_CODES,
@@ -281,6 +282,10 @@ class _Assembler:
                 resp["id"] = self._response_id
             if not resp.get("model"):
                 resp["model"] = self._model
+            if self._error is not None and resp.get("status") != "failed":
+                # An error event says the response failed, whatever terminal event follows it: its calls
+                # must not run (D1), as on every other API.
+                return self._error_turn(prov, raw_sha256, resp["id"])
             if resp.get("status") == "failed" and not resp.get("error") and self._error is not None:
                 etype, code = _event_error_fields(self._error)
                 resp["error"] = {"type": etype, "code": code}
@@ -290,14 +295,18 @@ class _Assembler:
                 return too_large_turn(API, prov, raw_sha256, resp["id"])
             return turn_from_response(resp, raw_sha256, output)
         if self._error is not None:
-            etype, code = _event_error_fields(self._error)
-            return failure_turn(
-                API,
-                prov,
-                raw_sha256,
-                response_id=self._response_id,
-                raw_stop_reason=code or etype or "error",
-                reason="quota_exceeded" if (code in QUOTA_CODES or etype in QUOTA_CODES) else "api_error",
-                failure=Failure("error_event", _retryable_code(etype, code), None, etype, code),
-            )
+            return self._error_turn(prov, raw_sha256, self._response_id)
         return stream_cut_turn(API, prov, raw_sha256, self._response_id)
+
+    def _error_turn(self, prov: Provenance, raw_sha256: str, response_id: str | None) -> ModelTurn:
+        assert self._error is not None
+        etype, code = _event_error_fields(self._error)
+        return failure_turn(
+            API,
+            prov,
+            raw_sha256,
+            response_id=response_id,
+            raw_stop_reason=code or etype or "error",
+            reason="quota_exceeded" if (code in QUOTA_CODES or etype in QUOTA_CODES) else "api_error",
+            failure=Failure("error_event", _retryable_code(etype, code), None, etype, code),
+        )
