@@ -7,6 +7,7 @@ invented by coercion.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -18,6 +19,19 @@ from pydantic import BaseModel, ValidationError
 from .canonical import canonical_sha256
 from .errors import UsageError
 from .types import Risk
+
+
+def is_async_callable(fn: Any) -> bool:
+    """True for an ``async def`` function or method, a ``functools.partial`` of one, and an object whose
+    ``__call__`` is ``async def`` (which ``inspect.iscoroutinefunction`` alone misses: run in a thread,
+    its coroutine would never be awaited)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - inspected, not called
+    return call is not None and not inspect.isroutine(fn) and inspect.iscoroutinefunction(call)
+
 
 _VALID_RISKS = ("read", "write", "irreversible")
 # Fix: ``extra="forbid"`` on the top-level model does not reach nested models, whose unknown fields
@@ -114,7 +128,7 @@ class ToolSpec:
 
     @property
     def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.handler)
+        return is_async_callable(self.handler)
 
     @property
     def is_write(self) -> bool:

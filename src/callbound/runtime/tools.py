@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..core.errors import NotApplied
-from ..core.registry import CallContext
+from ..core.registry import CallContext, is_async_callable
 
 
 class ToolError(Exception):
@@ -65,7 +65,7 @@ class ToolExecutor:
     async def run(
         self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float
     ) -> HandlerOutcome:
-        if inspect.iscoroutinefunction(handler):
+        if is_async_callable(handler):
             return await self._run_async(handler, args, ctx, timeout_s)
         return await self._run_sync(handler, args, ctx, timeout_s)
 
@@ -81,6 +81,13 @@ class ToolExecutor:
             return HandlerOutcome("timeout", message=f"the tool did not answer within {timeout_s:.3g}s")
         except NotApplied as exc:
             return HandlerOutcome("not_applied", message=_safe_message(exc))
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the run itself is being cancelled: not the tool's outcome to report
+            # Something the handler awaited was cancelled, not this run: a failure of the tool (for a
+            # write, an unknown outcome), never an exception that ends the loop (D4).
+            return HandlerOutcome("error", message=_safe_message(exc))
         except Exception as exc:
             return HandlerOutcome("error", message=_safe_message(exc))
         return HandlerOutcome("ok", value=value)
@@ -122,7 +129,9 @@ class ToolExecutor:
             return HandlerOutcome("ok", value=value)
         if isinstance(exc, NotApplied):
             return HandlerOutcome("not_applied", message=_safe_message(exc))
-        if isinstance(exc, Exception):
+        if isinstance(exc, Exception | asyncio.CancelledError):
+            # a CancelledError from a thread is the handler's own (its own event loop, a future it
+            # waited on): this run was not cancelled
             return HandlerOutcome("error", message=_safe_message(exc))
         raise exc  # KeyboardInterrupt, SystemExit: not the tool's outcome to report
 
