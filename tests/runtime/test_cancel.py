@@ -46,12 +46,7 @@ FINAL = {
 
 
 def test_cancel_a_waiting_operation_and_resume_is_refused() -> None:
-    runner = cb.Runner(
-        model=ScriptedModel("openai-responses", [call("r1", "refund"), FINAL]),
-        registry=_refund_registry(),
-        clock=FakeClock(),
-    )
-    out = runner.run_sync("x", tenant="t", subject="s")
+    runner, out = _paused_refund()
     assert out.state == "WAITING_APPROVAL"
     cancelled = runner.cancel(out.operation_id, "customer withdrew")
     assert cancelled.state == "STOPPED" and cancelled.reason == "CANCELLED"
@@ -197,13 +192,7 @@ def test_cancel_withdraws_the_pending_approval_so_it_is_no_longer_listed(kind: s
     from callbound.stores.sqlite import SQLiteStore
 
     store: Any = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "cb.db")
-    runner = cb.Runner(
-        model=ScriptedModel("openai-responses", [call("r1", "refund"), FINAL]),
-        registry=_refund_registry(),
-        clock=FakeClock(),
-        store=store,
-    )
-    out = runner.run_sync("x", tenant="t", subject="s")
+    runner, out = _paused_refund(store)
     (approval,) = out.pending_approvals
     assert [a.approval_id for a in store.list_approvals(tenant="t")] == [approval.approval_id]
     runner.cancel(out.operation_id, "customer withdrew")
@@ -223,12 +212,7 @@ def test_cancel_withdraws_the_pending_approval_so_it_is_no_longer_listed(kind: s
 
 def test_a_withdrawn_approval_never_passes_revalidation() -> None:
     """Fail closed: whatever reaches re-validation, only an approved call may run."""
-    runner = cb.Runner(
-        model=ScriptedModel("openai-responses", [call("r1", "refund"), FINAL]),
-        registry=_refund_registry(),
-        clock=FakeClock(),
-    )
-    out = runner.run_sync("x", tenant="t", subject="s")
+    _, out = _paused_refund()
     (a,) = out.pending_approvals
     now = a.created_at
     withdrawn = withdraw(a, now, "ended")
@@ -240,6 +224,17 @@ def test_a_withdrawn_approval_never_passes_revalidation() -> None:
     }
     assert revalidate(withdrawn, now, **kw) == "DENIED"
     assert revalidate(replace(a, status="approved", decided_at=now), now, **kw) is None
+
+
+def _paused_refund(store: Any = None) -> tuple[cb.Runner, cb.Outcome]:
+    """A run paused for approval of one irreversible refund."""
+    runner = cb.Runner(
+        model=ScriptedModel("openai-responses", [call("r1", "refund"), FINAL]),
+        registry=_refund_registry(),
+        clock=FakeClock(),
+        store=store,
+    )
+    return runner, runner.run_sync("x", tenant="t", subject="s")
 
 
 def _refund_registry() -> cb.Registry:
