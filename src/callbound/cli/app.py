@@ -147,7 +147,14 @@ def demo_refund(
                         f"approval [bold]{a.approval_id}[/bold]: {a.tool}({json.dumps(a.arguments)}) "
                         f"digest {a.argument_digest[:12]}… expires {a.expires_at.isoformat()}"
                     )
-                    verdict = "approve" if typer.confirm("Approve this call?", default=False) else "deny"
+                    try:
+                        confirmed = typer.confirm("Approve this call?", default=False)
+                    except (typer.Abort, EOFError, KeyboardInterrupt):
+                        # no answer (end of input, Ctrl-C): the pause is saved, as without a terminal
+                        out.print()
+                        _print_waiting(outcome, store, as_json)
+                        raise typer.Exit(0) from None
+                    verdict = "approve" if confirmed else "deny"
                 if verdict is None:
                     _print_waiting(outcome, store, as_json)
                     raise typer.Exit(0)
@@ -211,12 +218,13 @@ def _require_live_key(runner: Any) -> None:
         require_key(api)
 
 
+AppRefOpt = Annotated[str | None, typer.Option("--app", help="module:factory (default: the one saved)")]
+
+
 @app.command("resume")
 def resume_cmd(
     operation_id: str,
-    app_ref: Annotated[
-        str | None, typer.Option("--app", help="module:factory (default: the one saved)")
-    ] = None,
+    app_ref: AppRefOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
@@ -262,11 +270,17 @@ def approvals_list(
             a.status,
             a.expires_at.isoformat(),
         )
-    out.print(table)
+    _print_table(table)
 
 
 def _decide(
-    approval_id: str, approver: str, verdict: str, reason: str | None, tenant: str | None, store: str
+    approval_id: str,
+    approver: str,
+    verdict: str,
+    reason: str | None,
+    tenant: str | None,
+    store: str,
+    app_ref: str | None,
 ) -> None:
     from ..core.approvals import Decision
 
@@ -275,7 +289,7 @@ def _decide(
     if approval is None:
         raise _fail(f"no approval {approval_id!r} in this store")
     try:
-        runner = _runner_for(st, approval.operation_id, None)
+        runner = _runner_for(st, approval.operation_id, app_ref)
         decision = (
             Decision.approve(approval_id, approver, reason)
             if verdict == "approve"
@@ -296,10 +310,11 @@ def approvals_approve(
     approval_id: str,
     approver: Annotated[str, typer.Option(help="Who approves.")],
     tenant: Annotated[str | None, typer.Option(help="Tenant the approver acts for.")] = None,
+    app_ref: AppRefOpt = None,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Approve a pending call (single use; repeating the same decision is a no-op)."""
-    _decide(approval_id, approver, "approve", None, tenant, store)
+    _decide(approval_id, approver, "approve", None, tenant, store, app_ref)
 
 
 @approvals_app.command("deny")
@@ -308,21 +323,28 @@ def approvals_deny(
     approver: Annotated[str, typer.Option(help="Who denies.")],
     reason: Annotated[str, typer.Option(help="Why; the model is told.")] = "denied",
     tenant: Annotated[str | None, typer.Option()] = None,
+    app_ref: AppRefOpt = None,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Deny a pending call; the model receives DENIED."""
-    _decide(approval_id, approver, "deny", reason, tenant, store)
+    _decide(approval_id, approver, "deny", reason, tenant, store, app_ref)
 
 
 @ops_app.command("list")
 def ops_list(
     tenant: Annotated[str | None, typer.Option()] = None,
-    state: Annotated[str | None, typer.Option()] = None,
-    limit: Annotated[int, typer.Option()] = 50,
+    state: Annotated[
+        str | None, typer.Option(help="Only operations in this state, e.g. WAITING_APPROVAL.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1)] = 50,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Operations, newest first."""
+    from ..core.states import State
+
+    if state is not None and state not in State.__members__:
+        raise _fail(f"unknown state {state!r}; use one of {', '.join(State.__members__)}")
     st = _open(store)
     heads = st.list_operations(tenant=tenant, state=state, limit=limit)
     if as_json:
@@ -358,7 +380,19 @@ def ops_list(
             h["created_at"],
             h.get("updated_at") or "",
         )
-    out.print(table)
+    _print_table(table)
+
+
+def _print_table(table: Any) -> None:
+    """Ids are what the next command takes: printed whole, also when the output is not a terminal (rich
+    would fit the table to 80 columns and cut them)."""
+    for column in table.columns[:2]:
+        column.no_wrap = True
+        column.overflow = "fold"
+    if out.is_terminal:
+        out.print(table)
+    else:
+        Console(width=10_000, soft_wrap=True).print(table)
 
 
 @ops_app.command("show")
@@ -396,11 +430,11 @@ def ops_show(
 
 
 @ops_app.command("cancel")
-def ops_cancel(operation_id: str, store: StoreOpt = DEFAULT_STORE) -> None:
+def ops_cancel(operation_id: str, app_ref: AppRefOpt = None, store: StoreOpt = DEFAULT_STORE) -> None:
     """End an operation STOPPED(CANCELLED); refused while a write handler runs."""
     st = _open(store)
     try:
-        runner = _runner_for(st, operation_id, None)
+        runner = _runner_for(st, operation_id, app_ref)
         outcome = runner.cancel(operation_id)
     except CallboundError as exc:
         raise _fail(str(exc)) from exc

@@ -107,7 +107,7 @@ class MemoryStore:
                 and (operation_id is None or a.operation_id == operation_id)
             ]
             out.sort(key=lambda a: a.created_at)
-            return out[:limit]
+            return out[: max(limit, 0)]
 
     def decide_approval(self, decided: PendingApproval) -> bool:
         with self._lock:

@@ -428,7 +428,7 @@ class SQLiteStore(SQLiteLeases):
         where, params = _where((("tenant", tenant), ("state", state)))
         sql = f"SELECT head, fence FROM operations{where} ORDER BY id DESC LIMIT ?"
         with self._lock, self._errors("listing operations"):
-            rows = self._conn.execute(sql, (*params, limit)).fetchall()
+            rows = self._conn.execute(sql, (*params, max(limit, 0))).fetchall()  # LIMIT -1 is "all" here
         return [with_fence(json.loads(r[0]), r[1]) for r in rows]
 
     def ledger_get(self, tenant: str, key: str) -> LedgerEntry | None:
@@ -460,7 +460,7 @@ class SQLiteStore(SQLiteLeases):
         )
         sql = f"SELECT data FROM approvals{where} ORDER BY created_us, id LIMIT ?"
         with self._lock, self._errors("listing approvals"):
-            rows = self._conn.execute(sql, (*params, limit)).fetchall()
+            rows = self._conn.execute(sql, (*params, max(limit, 0))).fetchall()
         return [PendingApproval.from_dict(json.loads(r[0])) for r in rows]
 
     def decide_approval(self, decided: PendingApproval) -> bool:
