@@ -18,6 +18,7 @@ import callbound as cb
 from callbound.core.ids import SequentialIds
 from callbound.runtime.execute import seal
 from callbound.runtime.operation import Operation
+from callbound.stores.memory import MemoryStore
 from callbound.testing import ApiError, FakeClock, ScriptedModel
 
 from .helpers import (
@@ -364,11 +365,6 @@ async def test_d14_not_after_passing_during_a_tool_round_stops_before_the_next_r
 # ---- D10: the idempotency key of a binding comes from the ledger, not from the call record -----------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="D10: send_results takes the idempotency key of the binding from the call record, not from "
-    "the ledger, so a record re-sealed under another key verifies",
-)
 async def test_d10_a_resealed_record_with_another_idempotency_key_fails_closed() -> None:
     """Change a write's record to another intent key and re-seal its envelope consistently (binding
     recomputed from the edited record). D10: the key is taken from the idempotency ledger, which holds
@@ -392,6 +388,58 @@ async def test_d10_a_resealed_record_with_another_idempotency_key_fails_closed()
     assert notes.n == 1
     assert out.state == cb.State.FAILED and out.reason == "INTEGRITY"
     assert len(h.model.requests) == 1
+
+
+async def test_d10_a_record_re_sealed_under_another_tools_real_intent_fails_closed() -> None:
+    """The other key is real (the ledger holds it) but belongs to another tool's intent: the ledger
+    does not hold it for this call's tool, so the binding must not verify (D10)."""
+    notes, tags = Counter(), Counter()
+    tag_tool = write_tool(tags, name="set_tag", schema_version="set-tag-v1")
+    h = make(
+        [calls("resp_1", fc("call_1", "set_note", A1), fc("call_2", "set_tag", A1)), final("resp_2")],
+        [write_tool(notes), tag_tool],
+    )
+    original = h.runner._send_results
+
+    async def wrapped(op: Operation) -> None:
+        assert op.current is not None
+        note, tag = op.current.records
+        assert note.idempotency_key is not None and tag.idempotency_key != note.idempotency_key
+        assert tag.envelope is not None
+        tag.idempotency_key = note.idempotency_key
+        tag.handler = tag.schema_version = tag.policy_revision = None
+        spec = h.runner.registry.get("set_tag")
+        seal(h.runner, op, op.current.turn, tag, spec, tag.envelope["model_result"])
+        await original(op)
+
+    h.runner._send_results = wrapped  # type: ignore[method-assign]
+    out = await h.run()
+    assert (notes.n, tags.n) == (1, 1)
+    assert out.state == cb.State.FAILED and out.reason == "INTEGRITY"
+    assert len(h.model.requests) == 1
+
+
+async def test_d10_a_replay_in_another_operation_still_verifies_from_the_ledger() -> None:
+    """The key of a replayed write is found in the ledger under the first operation's entry: the
+    replay's binding verifies and the handler does not run twice (D10, D13)."""
+    notes = Counter()
+    store = MemoryStore()
+    intent = {"intent_key": lambda args, ctx: f"note-{args.order_id}"}
+    first = make(
+        [calls("resp_1", fc("call_1", "set_note", A1)), final("resp_2")],
+        [write_tool(notes, **intent)],
+        store=store,
+    )
+    assert (await first.run()).state == cb.State.COMPLETED
+    second = make(
+        [calls("resp_3", fc("call_9", "set_note", A1)), final("resp_4")],
+        [write_tool(notes, **intent)],
+        store=store,
+        ids=SequentialIds(1000),
+    )
+    out = await second.run()
+    assert out.state == cb.State.COMPLETED
+    assert notes.n == 1
 
 
 # ---- issue §2: calls of a non-proposal turn never even ask for approval -----------------------------

@@ -49,8 +49,9 @@ async def send_results(runner: Runner, op: Operation) -> None:
         rejected_unbound = per_key[(rec.response_id, rec.call_id)] > 1 or rec.tool not in offered
         spec = None if rejected_unbound else runner.registry.get(rec.tool)
         call = first_call.get((rec.response_id, rec.call_id))
-        # D10: name and arguments come from the correlation table (the call as proposed), the key,
-        # effect and producer from the call record, the rest from the operation row and registry.
+        # D10: name and arguments come from the correlation table (the call as proposed), the key
+        # from the idempotency ledger, effect and producer from the call record, the rest from the
+        # operation row and registry.
         source = (
             rec
             if call is None
@@ -60,7 +61,7 @@ async def send_results(runner: Runner, op: Operation) -> None:
                 call.name,
                 rec.status,
                 call_arguments_json(call),
-                rec.idempotency_key,
+                ledger_key(runner, op, rec, call.name),
                 effect=rec.effect,
                 producer=rec.producer,
                 handler=rec.handler,
@@ -109,6 +110,28 @@ async def send_results(runner: Runner, op: Operation) -> None:
     runner._move(op, State.MODEL_REQUESTED, "results_sent", response_id=turn.response_id)
     await runner._flush(op)
     crash_point("after_result_commit")
+
+
+# Stands in for the key of a write whose intent the ledger does not hold: matches no sealed binding.
+NOT_IN_LEDGER = "-not-in-ledger-"
+
+
+def ledger_key(runner: Runner, op: Operation, rec: CallRecord, tool: str) -> str | None:
+    """D10: the idempotency key of a call's binding as the ledger holds it, not as the call record
+    says. A write that went through the ledger (run, replayed, reconciled, found not applied) left an
+    entry of this tenant and tool under its key; a record that names a key the ledger does not hold
+    under that tool (edited, or re-sealed under another intent) gets a key no binding matches, so the
+    turn ends FAILED(INTEGRITY) before its results go back. Calls that never reached the ledger
+    (refused as repeats, held elsewhere, denied, reads) keep the record's key, which is None for reads.
+    The newest entry of this turn (not yet committed) wins over the store's, as when the call ran."""
+    key = rec.idempotency_key
+    if key is None or rec.effect == "none":
+        return key
+    pending = [e for e in op.pending_ledger if e.key == key and e.tenant == op.tenant]
+    entry = pending[-1] if pending else runner.store.ledger_get(op.tenant, key)
+    if entry is None or entry.tool != tool:
+        return NOT_IN_LEDGER
+    return entry.key
 
 
 def _audit_result(e: ResultEnvelope) -> dict[str, Any]:
