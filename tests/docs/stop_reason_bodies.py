@@ -33,6 +33,17 @@ def responses(case: str) -> dict[str, Any]:
         if variant == "nocallid":
             del call["call_id"]
         body["output"].append(call)
+    elif variant == "clientcall":
+        # an item only its own output type answers (custom_tool_call_output): no function tool can
+        body["output"].append(
+            {
+                "type": "custom_tool_call",
+                "id": "ctc_1",
+                "call_id": "call_1",
+                "name": "sql",
+                "input": "SELECT 1",
+            }
+        )
     elif variant == "refusal":
         body["output"].append(
             {

@@ -9,7 +9,10 @@
 - Status mapping (D1): ``completed`` → TOOL_PROPOSALS if function_call items else FINAL_TEXT;
   a refusal content part → REFUSAL (D31); a function_call without ``call_id`` → API_FAILURE
   (missing_call_id, not retryable): its output could not be paired with it, and D7 forbids sending
-  the synthetic id; ``incomplete`` + ``max_output_tokens`` → TRUNCATED; ``incomplete`` +
+  the synthetic id; an output item that asks the client for an action callbound cannot answer
+  (``custom_tool_call``, ``shell_call``, ``mcp_approval_request``, ... with no answer in the same
+  response) → API_FAILURE (unexpected_tool_call, not retryable), never FINAL_TEXT;
+  ``incomplete`` + ``max_output_tokens`` → TRUNCATED; ``incomplete`` +
   ``content_filter`` → REFUSAL; ``failed``/``cancelled`` → API_FAILURE; anything else →
   API_FAILURE(unknown_stop_reason).
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
@@ -58,6 +61,15 @@ REVISION = "openai-responses/1"
 
 RETRYABLE_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded", "timeout"})
 
+# Output items that ask the client to act, each answered by its own input item type (custom_tool_call_output,
+# shell_call_output, mcp_approval_response, ...), never by a function_call_output. callbound renders function
+# tools only, so it can answer none of them (vercel-ai packages/openai/src/responses/__fixtures__/
+# openai-custom-tool.1.json, openai-local-shell-tool.1.json, openai-apply-patch-tool.1.json,
+# openai-mcp-tool-approval.1.chunks.txt, openai-client-tool-search.1.json).
+CLIENT_ACTION_ITEMS = frozenset(
+    {"custom_tool_call", "local_shell_call", "shell_call", "apply_patch_call", "computer_call"}
+)
+
 
 def _provenance(model: Any) -> Provenance:
     return Provenance(PROVIDER, API, model if isinstance(model, str) else None, REVISION)
@@ -97,6 +109,28 @@ def _event_error_fields(event: dict[str, Any]) -> tuple[str | None, str | None]:
         return _error_fields(nested)
     code = event.get("code")
     return None, code if isinstance(code, str) else None
+
+
+def _pending_client_action(items: list[dict[str, Any]]) -> str | None:
+    """The type of the first output item that waits for the client and that the same response did not
+    answer itself: a hosted shell_call comes with its shell_call_output, an approved MCP request with
+    the mcp_call that names it, a server-side tool_search_call with execution "server"."""
+    answered = {
+        i.get("call_id") for i in items if isinstance(i.get("type"), str) and i["type"].endswith("_output")
+    }
+    approved = {i.get("approval_request_id") for i in items if i.get("type") == "mcp_call"}
+    for item in items:
+        kind = item.get("type")
+        if kind == "mcp_approval_request":
+            waiting = item.get("id") not in approved
+        else:
+            client = kind in CLIENT_ACTION_ITEMS or (
+                kind == "tool_search_call" and item.get("execution") == "client"
+            )
+            waiting = client and item.get("call_id") not in answered
+        if waiting:
+            return str(kind)
+    return None
 
 
 def turn_from_response(
@@ -168,6 +202,14 @@ def turn_from_response(
             # the synthetic id back: such a call can never be answered, so none of the turn's calls
             # may run (and the function_call could not even be replayed without its call_id).
             return turn(Finish.API_FAILURE, "completed", "missing_call_id", Failure("status", False))
+        pending = _pending_client_action(items)
+        if pending is not None:
+            # The model waits for a client action callbound cannot perform: the turn is no final answer,
+            # and answering only its function calls would leave that item unanswered (400 on the next
+            # request), so none of them runs (fail closed, as D7 does for an unanswerable call; like
+            # Gemini's UNEXPECTED_TOOL_CALL, D1: API_FAILURE, not retryable).
+            failure = Failure("status", False, None, None, pending)
+            return turn(Finish.API_FAILURE, "completed", "unexpected_tool_call", failure)
         if calls:
             return turn(Finish.TOOL_PROPOSALS, "completed", None)
         return turn(Finish.FINAL_TEXT, "completed", None)

@@ -192,7 +192,13 @@ class _Assembler:
             return progress
         if kind in ("response.completed", "response.incomplete", "response.failed"):
             resp = event.get("response")
-            self._terminal = resp if isinstance(resp, dict) else {"status": str(kind).split(".", 1)[1]}
+            status = str(kind).split(".", 1)[1]
+            if not isinstance(resp, dict):
+                resp = {"status": status}
+            elif not isinstance(resp.get("status"), str):
+                # a snapshot without its status: the terminal event's name says it (completed, ...)
+                resp = {**resp, "status": status}
+            self._terminal = resp
             return []
         if kind == "error":
             self._error = event
@@ -247,11 +253,20 @@ class _Assembler:
         snapshot = resp.get("output")
         snap = snapshot if isinstance(snapshot, list) else []
         indices = sorted(set(self._done) | set(range(len(snap))) | set(self._items))
+        # A snapshot item whose id a streamed item already has is that item, even at another position
+        # (a stream whose output_index values leave gaps: vercel-ai packages/openai/src/responses/
+        # __fixtures__/openai-custom-text-tool.1.chunks.txt); taking it again would replay it twice
+        # (400 "Duplicate item") or repeat its call id (D7).
+        streamed = {
+            item["id"]
+            for item in (*self._done.values(), *self._items.values())
+            if isinstance(item.get("id"), str) and item["id"]
+        }
         output: list[dict[str, Any]] = []
         for i in indices:
             item = self._done.get(i)
             if item is None and i < len(snap) and isinstance(snap[i], dict):
-                item = snap[i]
+                item = snap[i] if snap[i].get("id") not in streamed or i in self._items else None
             if item is None and i in self._items:
                 # Added, never done, absent from the snapshot: the added copy, with its deltas. A cut
                 # argument text cannot parse, so the call then carries an arguments_error.
