@@ -5,8 +5,10 @@
   ``{"role": "tool", "tool_call_id", "content"}`` message per call (``role: "function"`` for the
   legacy call, which has no id to echo).
 - Continuation (D8): the assistant message exactly as received; for a stream, the message rebuilt
-  from the deltas (``role``, ``content``, ``tool_calls``, and ``refusal``/``function_call`` when sent).
-- Finish mapping (D1, D31): a non-null ``message.refusal`` → REFUSAL whatever the finish_reason;
+  from the deltas (``role``, ``content``, ``tool_calls``, and ``refusal``/``function_call``/
+  ``reasoning_content``/``reasoning_details`` when sent; Groq's ``reasoning`` is left out, as Groq
+  rejects it on a request).
+- Finish mapping (D1, D31): a non-empty ``message.refusal`` → REFUSAL whatever the finish_reason;
   ``tool_calls`` → TOOL_PROPOSALS; ``stop``/``function_call`` → TOOL_PROPOSALS when complete calls are
   present (forced tool_choice ends with ``stop``), else FINAL_TEXT; ``length`` → TRUNCATED;
   ``content_filter`` → REFUSAL; anything else, or none → API_FAILURE(unknown_stop_reason).
@@ -78,6 +80,15 @@ def _usage(raw: Any) -> Usage:
     return Usage(_int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens")))
 
 
+def is_first_choice(choice: Any) -> bool:
+    """We never ask for n > 1: choice index 0 is the turn. Some compatible servers send
+    ``"index": null`` or no index at all for their only choice (vercel/ai moonshotai tests)."""
+    if not isinstance(choice, dict):
+        return False
+    index = choice.get("index")
+    return index is None or (type(index) is int and index == 0)
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -120,14 +131,15 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str) -> ModelTurn:
     choices = resp.get("choices")
     choice: dict[str, Any] = {}
     if isinstance(choices, list):
-        # We never ask for n > 1; choice index 0 is the turn.
-        choice = next((c for c in choices if isinstance(c, dict) and c.get("index", 0) == 0), {})
+        choice = next((c for c in choices if is_first_choice(c)), {})
     raw_message = choice.get("message")
     message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
     finish_reason = choice.get("finish_reason")
     raw_reason = finish_reason if isinstance(finish_reason, str) else None
     calls, complete = _calls(message, rid)
-    refusal = message.get("refusal") if isinstance(message.get("refusal"), str) else None
+    # An empty refusal is no refusal: streams open with ``"refusal": ""`` even when the turn then ends
+    # on ``length`` (openai/openai-python .inline-snapshot 7ae6c1a2631b, max_tokens=1).
+    refusal = _str(message.get("refusal"))
 
     def turn(finish: Finish, reason: str | None, failure: Failure | None = None) -> ModelTurn:
         return ModelTurn(
@@ -165,7 +177,10 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str) -> ModelTurn:
 def _error_fields(err: Any) -> tuple[str | None, str | None]:
     if not isinstance(err, dict):
         return None, None
-    return _str(err.get("type")), _str(err.get("code"))
+    code = err.get("code")
+    if type(code) is int:  # OpenRouter: {"error": {"code": 400, "message": ...}}, an HTTP status
+        code = str(code)
+    return _str(err.get("type")), _str(code)
 
 
 def _error_turn(
@@ -180,13 +195,22 @@ def _error_turn(
     """D26/D32: HTTP errors carry the status as raw_stop_reason; bodies and events without one the code."""
     etype, code = _error_fields(err)
     quota = code in QUOTA_CODES or etype in QUOTA_CODES
+    http_code = int(code) if code is not None and code.isascii() and code.isdigit() else None
     if status is not None:
         retryable = http_retryable(status, "http") and not quota
         raw = str(status)
     else:
-        retryable = (code or etype) in RETRYABLE_ERROR_CODES and not quota
+        # D26 for an error without an HTTP status: retryable when its code or its type says so
+        # ({"type": "server_error", "code": "stream_failure"}), or when the code is itself a
+        # retryable HTTP status (OpenRouter error chunks carry {"code": 502}).
+        retryable = (
+            code in RETRYABLE_ERROR_CODES
+            or etype in RETRYABLE_ERROR_CODES
+            or (http_code is not None and http_retryable(http_code, "http"))
+        ) and not quota
         raw = code or etype or "error"
-    reason = "quota_exceeded" if quota else "rate_limited" if status == 429 else "api_error"
+    limited = (status if status is not None else http_code) == 429
+    reason = "quota_exceeded" if quota else "rate_limited" if limited else "api_error"
     return failure_turn(
         API, _provenance(model), raw_sha256, response_id=response_id, raw_stop_reason=raw, reason=reason,
         failure=Failure(kind, retryable, status, etype, code, retry_after_seconds(headers)),

@@ -28,6 +28,7 @@ from .openai_chat import (
     _error_turn,
     _provenance,
     _str,
+    is_first_choice,
     turn_from_completion,
 )
 from .sse import DONE, JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
@@ -61,6 +62,11 @@ _FRAGMENT_DATA = re.compile(_FRAGMENT)
 _FRAGMENT_EVENT = simple_event(_FRAGMENT)
 
 
+def _index(frag: dict[str, Any]) -> int | None:
+    index = frag.get("index")
+    return index if type(index) is int else None
+
+
 class _Slot:
     """One streamed tool call: fragments are appended and joined once at the end."""
 
@@ -87,9 +93,13 @@ class _Assembler:
         self._role: str = "assistant"
         self._content: list[str] | None = None
         self._refusal: list[str] | None = None
+        self._reasoning: list[str] | None = None  # delta.reasoning_content (DeepSeek, Kimi, Qwen, xAI)
+        self._details: list[dict[str, Any]] = []  # delta.reasoning_details (OpenRouter), merged
+        self._detail_parts: list[dict[str, list[str]]] = []  # text fragments of each merged detail
         self._slots: dict[int, _Slot] = {}
         self._legacy: _Slot | None = None
         self._usage: dict[str, Any] | None = None
+        self._choice_usage: dict[str, Any] | None = None
         self._finish_reason: str | None = None
         self._done = False
         self._error: dict[str, Any] | None = None
@@ -121,11 +131,15 @@ class _Assembler:
         choices = event.get("choices")
         # Anything but a list holds no choice, as for a plain body (turn_from_completion).
         for choice in choices if isinstance(choices, list) else ():
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            if is_first_choice(choice):
                 self._choice(choice, out)
         return out
 
     def _choice(self, choice: dict[str, Any], out: list[Progress]) -> None:
+        if isinstance(choice.get("usage"), dict):
+            # Moonshot puts usage on the finishing choice; a top-level usage chunk still wins
+            # (vercel/ai packages/moonshotai __fixtures__ moonshotai-stream-choice-usage, -usage-precedence).
+            self._choice_usage = choice["usage"]
         delta = choice.get("delta")
         if isinstance(delta, dict):
             if _str(delta.get("role")):
@@ -136,11 +150,22 @@ class _Assembler:
             if isinstance(delta.get("refusal"), str):
                 self._refusal = self._refusal if self._refusal is not None else []
                 self._refusal.append(delta["refusal"])
+            # D8: reasoning the provider wants back with its tool calls (DeepSeek and Kimi answer 400
+            # "reasoning_content ... must be passed back" without it; OpenRouter keeps signatures in
+            # reasoning_details). Groq's "reasoning" is not kept: Groq rejects it on a request.
+            if isinstance(delta.get("reasoning_content"), str):
+                self._reasoning = self._reasoning if self._reasoning is not None else []
+                self._reasoning.append(delta["reasoning_content"])
+            if isinstance(delta.get("reasoning_details"), list):
+                self._reasoning_details(delta["reasoning_details"])
             tool_calls = delta.get("tool_calls")
             # Anything but a list holds no call, as for a plain body (_calls).
-            for position, frag in enumerate(tool_calls if isinstance(tool_calls, list) else ()):
+            frags = tool_calls if isinstance(tool_calls, list) else []
+            # Fragments with neither index nor id continue the calls already open, in order.
+            loose = [f for f in frags if isinstance(f, dict) and _index(f) is None and not _str(f.get("id"))]
+            for position, frag in enumerate(frags):
                 if isinstance(frag, dict):
-                    key = self._key_for(frag, position)
+                    key = self._key_for(frag, position, loose)
                     slot = self._slots.setdefault(key, _Slot())
                     self._fragment(slot, f"#{key}", frag.get("function"), frag, out)
                     if self._aborted:
@@ -157,14 +182,50 @@ class _Assembler:
             if self._legacy is not None:
                 out.append(CallReady("#legacy"))
 
-    def _key_for(self, frag: dict[str, Any], position: int) -> int:
-        index = frag.get("index")
-        if isinstance(index, int) and not isinstance(index, bool):
+    def _key_for(self, frag: dict[str, Any], position: int, loose: list[dict[str, Any]]) -> int:
+        index = _index(frag)
+        if index is not None:
             return index
-        # Some compatible servers omit index: an id opens a new call, otherwise extend the last one.
+        # Some compatible servers omit index (vercel/ai moonshotai-stream-indexless-tool-calls): a new
+        # id opens a new call and a known id is that call; fragments with neither continue the last
+        # len(loose) calls in order (one delta may carry the arguments of two parallel calls).
         if not self._slots:
             return position
-        return max(self._slots) + 1 if _str(frag.get("id")) else max(self._slots)
+        fid = _str(frag.get("id"))
+        if fid is not None:
+            known = next((k for k, slot in self._slots.items() if slot.id == fid), None)
+            return known if known is not None else max(self._slots) + 1
+        keys = sorted(self._slots)
+        rank = next(i for i, f in enumerate(loose) if f is frag)
+        return keys[len(keys) - len(loose) + rank] if len(loose) <= len(keys) else keys[-1]
+
+    def _reasoning_details(self, items: list[Any]) -> None:
+        """OpenRouter streams ``reasoning_details`` in pieces: consecutive text or summary pieces of
+        one index make one detail, as the plain body has it; anything else (encrypted data) is kept
+        as sent. Fragments are joined once, in ``message``."""
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            kind = item.get("type")
+            last = self._details[-1] if self._details else None
+            if (
+                last is not None
+                and kind in ("reasoning.text", "reasoning.summary")
+                and last.get("type") == kind
+                and last.get("index") == item.get("index")
+            ):
+                parts = self._detail_parts[-1]
+                for name, value in item.items():
+                    if name in ("text", "summary") and isinstance(value, str):
+                        parts.setdefault(name, []).append(value)
+                    elif value is not None:
+                        last[name] = value  # e.g. the signature that closes a thinking block
+                continue
+            detail = {k: v for k, v in item.items() if k not in ("text", "summary") or not isinstance(v, str)}
+            self._details.append(detail)
+            self._detail_parts.append(
+                {k: [v] for k, v in item.items() if k in ("text", "summary") and isinstance(v, str)}
+            )
 
     def _fragment(
         self, slot: _Slot, key: str, function: Any, frag: dict[str, Any], out: list[Progress]
@@ -250,6 +311,13 @@ class _Assembler:
         }
         if self._refusal is not None:
             msg["refusal"] = join_fragments(self._refusal)
+        if self._reasoning is not None:
+            msg["reasoning_content"] = join_fragments(self._reasoning)
+        if self._details:
+            msg["reasoning_details"] = [
+                {**detail, **{name: join_fragments(parts) for name, parts in texts.items()}}
+                for detail, texts in zip(self._details, self._detail_parts, strict=True)
+            ]
         if self._slots:
             msg["tool_calls"] = [
                 {
@@ -280,6 +348,6 @@ class _Assembler:
             "id": self._response_id,
             "model": self._model,
             "choices": [{"index": 0, "message": self.message(), "finish_reason": self._finish_reason}],
-            "usage": self._usage,
+            "usage": self._usage if self._usage is not None else self._choice_usage,
         }
         return turn_from_completion(resp, raw_sha256)
