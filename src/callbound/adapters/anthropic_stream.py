@@ -1,0 +1,266 @@
+"""Streamed Messages events put back together as the plain API returns the Message (WIRE.md 3.4).
+
+Used by ``anthropic_messages``, whose ``_Assembler`` adds ``finish`` (the turn mapping) on top of
+``MessageStream``. Nothing here knows about turns.
+
+- Blocks are keyed by ``index``. ``message_start`` may already carry content blocks (a turn resumed
+  inside a code execution container starts with its results and the pending ``tool_use``); they are
+  complete, kept as blocks ``0..n-1``, and later ``content_block_start`` indices count after them, as
+  the SDK's accumulator appends them.
+- Fragments are kept as lists and joined once when the block stops (or at the end, since a
+  ``max_tokens`` cut may skip ``content_block_stop``) by ``join_fragments``, which re-pairs surrogate
+  halves split over two deltas. A ``signature`` or a compaction's ``encrypted_content`` arrives whole
+  in each delta: the last one wins. ``compaction_delta`` text is appended, like ``text_delta``.
+- Deltas in the API's compact shape are read from the raw event text without the JSON parser
+  (``feed_events``, the fast path of ``callbound.adapters.stream``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.arguments import loads_body
+from ..core.model import ProgressCallback
+from ..core.types import ArgumentsProgress, CallReady, CallStarted, ModelTurn, Progress
+from .base import StreamCaps, join_fragments, utf8_len
+from .sse import JSON_STRING, RawEvent, simple_event, string_value
+from .stream import feed_one
+
+_DELTA_FIELDS = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "signature_delta": "signature",
+    "input_json_delta": "partial_json",
+    "compaction_delta": "content",
+}
+# Fields a delta carries whole (the SDK assigns them, never appends): the last delta wins.
+_WHOLE_FIELDS = {"signature", "encrypted_content"}
+# One content_block_delta exactly as the API sends it: compact, keys in this order, a string value
+# (JSON_STRING: valid JSON only, so the payload it stands for is known without parsing). The delta type
+# and its field are one group: only the pairs of _DELTA_FIELDS match. Up to 9 index digits ([0-9]: \d
+# would take other scripts' digits); longer ones go the slow way.
+_PAIR_FIELDS = {f'{kind}","{field}': field for kind, field in _DELTA_FIELDS.items()}
+_DELTA = (
+    r'\{"type":"content_block_delta","index":(0|[1-9][0-9]{0,8}),"delta":\{"type":"('
+    + "|".join(map(re.escape, _PAIR_FIELDS))
+    + r')":"('
+    + JSON_STRING
+    + r')"\}\}'
+)
+_DELTA_DATA = re.compile(_DELTA)
+_DELTA_EVENT = simple_event(_DELTA)  # the payload has "type", so the event name cannot matter
+
+
+def _label_of(block: dict[str, Any], index: int) -> str:
+    value = block.get("id")
+    return value if isinstance(value, str) and value else f"#{index}"
+
+
+class _Block:
+    """One streamed content block: the start object plus fragments per field, joined once."""
+
+    __slots__ = ("base", "citations", "done", "nbytes", "parts", "tool_use")
+
+    def __init__(self, base: dict[str, Any], done: bool = False) -> None:
+        self.base = base
+        self.parts: dict[str, list[str]] = {}
+        self.citations: list[Any] = []
+        self.nbytes = 0
+        self.done = done
+        # base is this block's own copy and its type is never rewritten, so this holds until the end.
+        self.tool_use = base.get("type") == "tool_use"
+
+
+class MessageStream:
+    """Streaming assembly for Messages events; ``message()`` is the Message as the plain API returns it."""
+
+    fast_events = _DELTA_EVENT  # see feed_events
+
+    def __init__(self, caps: StreamCaps, model: str | None) -> None:
+        self._max_call_bytes = caps.max_call_bytes
+        self._max_response_bytes = caps.max_response_bytes
+        self._model = model
+        self._message: dict[str, Any] = {}
+        self._usage: dict[str, Any] = {}
+        self._delta: dict[str, Any] = {}
+        self._blocks: dict[int, _Block] = {}
+        self._raw_inputs: dict[int, str] = {}
+        self._total = 0
+        self._stopped = False
+        self._error: dict[str, Any] | None = None
+        self._aborted = False
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    def feed(self, event: dict[str, Any] | str) -> list[Progress]:
+        if not isinstance(event, dict) or self._aborted:
+            return []
+        kind = event.get("type") or event.get("_event")
+        index = event.get("index")
+        if kind == "message_start" and isinstance(event.get("message"), dict):
+            return self._start(event["message"])
+        if (
+            kind == "content_block_start"
+            and isinstance(index, int)
+            and isinstance(event.get("content_block"), dict)
+        ):
+            block = self._blocks[index] = _Block(dict(event["content_block"]))
+            if block.tool_use:
+                return [CallStarted(self._label(index), str(block.base.get("name")))]
+        elif kind == "content_block_delta" and isinstance(index, int) and index in self._blocks:
+            return self._fragment(index, event.get("delta"))
+        elif kind == "content_block_stop" and isinstance(index, int) and index in self._blocks:
+            if self._finalise(index) and self._blocks[index].tool_use:
+                return [CallReady(self._label(index))]
+        elif kind == "message_delta":
+            if isinstance(event.get("delta"), dict):
+                self._delta.update(event["delta"])
+            if isinstance(event.get("usage"), dict):
+                # Cumulative counts: replace, never add (D27). The input and cache counts are optional
+                # here and may be null (SDK MessageDeltaUsage): a null keeps message_start's count.
+                self._usage.update((k, v) for k, v in event["usage"].items() if v is not None)
+        elif kind == "message_stop":
+            self._stopped = True
+        elif kind == "error":
+            err = event.get("error")
+            self._error = err if isinstance(err, dict) else event
+        return []  # ping and unknown events carry nothing the turn needs
+
+    def _start(self, message: dict[str, Any]) -> list[Progress]:
+        self._message = dict(message)
+        if self._model is None and isinstance(message.get("model"), str) and message["model"]:
+            self._model = message["model"]
+        if isinstance(message.get("usage"), dict):
+            self._usage = dict(message["usage"])
+        # Content already complete at the start (a resumed container turn): blocks 0..n-1 (D8 keeps
+        # them in the continuation; a tool_use among them is a call like any other).
+        progress: list[Progress] = []
+        content = message.get("content")
+        for index, block in enumerate(content if isinstance(content, list) else []):
+            if isinstance(block, dict):
+                self._blocks[index] = _Block(dict(block), done=True)
+                if self._blocks[index].tool_use:
+                    label = self._label(index)
+                    progress += [CallStarted(label, str(block.get("name"))), CallReady(label)]
+        return progress
+
+    def _label(self, index: int) -> str:
+        return _label_of(self._blocks[index].base, index)
+
+    def _fragment(self, index: int, delta: Any) -> list[Progress]:
+        block = self._blocks[index]
+        if not isinstance(delta, dict) or block.done:
+            return []
+        kind = delta.get("type")
+        if kind == "citations_delta":
+            block.citations.append(delta.get("citation"))
+            return []
+        if kind == "compaction_delta" and isinstance(delta.get("encrypted_content"), str):
+            self._append(block, "encrypted_content", delta["encrypted_content"])
+        field = _DELTA_FIELDS.get(str(kind))
+        value = delta.get(field) if field else None
+        if field is None or not isinstance(value, str):
+            return []  # an unknown delta type (or a null fragment): the block keeps what it has
+        nbytes = self._append(block, field, value)
+        return [] if nbytes is None else [ArgumentsProgress(self._label(index), nbytes)]
+
+    def _append(self, block: _Block, field: str, value: str) -> int | None:
+        """Keep one fragment of an open block. Returns the call's byte count when the fragment is
+        tool_use argument text (an ArgumentsProgress is due), else None."""
+        json_text = field == "partial_json"
+        if json_text:
+            size = utf8_len(value)  # never raises: one half of a split surrogate pair counts 2 bytes
+            block.nbytes += size
+            self._total += size
+            if block.nbytes > self._max_call_bytes or self._total > self._max_response_bytes:
+                self._aborted = True  # stop buffering; finish() reports TRUNCATED(arguments_too_large)
+                self._blocks.clear()
+                return None
+        parts = block.parts.get(field)
+        if parts is None:
+            parts = block.parts[field] = []
+        parts.append(value)
+        return block.nbytes if json_text and block.tool_use else None
+
+    def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
+        """``feed`` for raw events (see ``callbound.adapters.stream``). A content_block_delta in the
+        exact compact shape the API sends is read from its match (``fast_events``, or ``_DELTA_DATA``
+        on a frame's data) as ``feed`` would read its payload; every other event is decoded and fed
+        whole. Runs once per event, hence inlined."""
+        blocks = self._blocks  # never rebound: clear() empties it in place
+        for event in events:
+            found = _DELTA_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
+            if found is None:
+                feed_one(self, event, on_progress)  # decoded and fed whole: the reference path
+                continue
+            if self._aborted:
+                continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
+            index_text, pair, value = found.groups()
+            block = blocks.get(int(index_text))
+            if block is None or block.done:
+                continue  # feed() ignores a delta for a block never started or already stopped
+            nbytes = self._append(
+                block, _PAIR_FIELDS[pair], string_value(found, 3) if "\\" in value else value
+            )
+            if nbytes is not None and on_progress is not None:
+                on_progress(ArgumentsProgress(self._label(int(index_text)), nbytes))
+
+    def _finalise(self, index: int) -> bool:
+        """Rebuild the block as the plain API returns it. False when it was already final."""
+        block = self._blocks[index]
+        if block.done:
+            return False
+        block.done = True
+        final = block.base
+        for field, parts in block.parts.items():
+            if field in _WHOLE_FIELDS:
+                final[field] = parts[-1]
+            elif field != "partial_json":
+                # Text and thinking deltas may split a character outside the BMP into its
+                # escaped surrogate halves, as argument deltas may: a plain join would leave two lone
+                # surrogates in the continuation, and the next request could not be encoded (D4).
+                start = final.get(field)
+                final[field] = join_fragments([start, *parts] if isinstance(start, str) else parts)
+        if block.citations:
+            start_citations = final.get("citations")
+            final["citations"] = [
+                *(start_citations if isinstance(start_citations, list) else []),
+                *block.citations,
+            ]
+        fragments = block.parts.get("partial_json")
+        if fragments is not None:
+            joined = join_fragments(fragments)  # puts back a surrogate pair split over two deltas
+            if joined.strip():
+                try:
+                    parsed = loads_body(joined)  # marks duplicate keys for make_call to reject (D5)
+                except (ValueError, RecursionError):
+                    parsed = None
+                if isinstance(parsed, dict):
+                    final["input"] = parsed
+                else:
+                    # The call fails with arguments_error on the raw text; the block keeps its start input.
+                    self._raw_inputs[index] = joined
+            # Only an empty partial_json (a tool without arguments) keeps the start's input: {}.
+        block.parts = {}
+        return True
+
+    def finish(self, raw_sha256: str) -> ModelTurn:
+        raise NotImplementedError  # the adapter's subclass maps the Message to a turn
+
+    def message(self) -> tuple[dict[str, Any], dict[int, str]]:
+        """The Message as the plain API returns it, and the joined input text of tool_use blocks that
+        did not parse, by content position. Call once, after ``message_stop``."""
+        for index in self._blocks:
+            self._finalise(index)  # a max_tokens cut can end a block without content_block_stop
+        msg = {**self._message, **self._delta}
+        msg["content"] = [self._blocks[i].base for i in sorted(self._blocks)]
+        msg["usage"] = self._usage
+        if not msg.get("model"):
+            msg["model"] = self._model
+        # Indices may be sparse in theory; map raw inputs from block index to content position.
+        positions = {i: pos for pos, i in enumerate(sorted(self._blocks))}
+        return msg, {positions[i]: text for i, text in self._raw_inputs.items()}
