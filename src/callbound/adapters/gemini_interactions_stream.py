@@ -54,6 +54,14 @@ _ARGUMENTS_DATA = re.compile(_ARGUMENTS)
 _ARGUMENTS_EVENT = simple_event(_ARGUMENTS)
 
 
+def _fragment(delta: dict[str, Any]) -> Any:
+    """The argument text an ``arguments_delta`` carries: ``arguments``, or ``partial_arguments``, its
+    name in the API revision before 2026-05-12 (WIRE.md 5.6). Ignoring the old name would let the call
+    run with the ``{}`` of its ``step.start`` snapshot and put a stray key into the replay (D5, D8)."""
+    value = delta.get("arguments")
+    return value if isinstance(value, str) else delta.get("partial_arguments")
+
+
 def _list_in(item: dict[str, Any], key: str) -> list[Any]:
     """``item[key]`` as a list to append deltas to; a value of another type there (odd provider data)
     is replaced, since nothing can be appended to it."""
@@ -173,8 +181,8 @@ class _Assembler:
         elif dtype == "thought_summary":
             if isinstance(delta.get("content"), dict):
                 _list_in(item, "summary").append(delta["content"])
-        elif dtype == "arguments_delta" and isinstance(delta.get("arguments"), str):
-            nbytes = self._arguments(index, delta["arguments"])
+        elif dtype == "arguments_delta" and isinstance(fragment := _fragment(delta), str):
+            nbytes = self._arguments(index, fragment)
             return [] if nbytes is None else [ArgumentsProgress(self._cid(index), nbytes)]
         elif dtype == "function_call":  # legacy: the whole call in one delta, arguments as an object
             size = utf8_len(json.dumps(delta.get("arguments"), ensure_ascii=False))
