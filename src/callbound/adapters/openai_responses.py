@@ -5,14 +5,17 @@
 - Continuation (D8): stateless replay by default: every output item of the turn (reasoning items with
   ``encrypted_content``, messages with ``phase``, function calls) is resent unchanged, then the
   outputs. ``previous_response_id`` is opt-in (``settings["continuation"] = "previous_response_id"``);
-  with ``store: false`` there is nothing to chain to, and requests replay the transcript.
+  with ``store: false`` there is nothing to chain to, and requests replay the transcript, as they do
+  after a response without an id (D7: the synthetic id is never sent). ``extra["previous_response_id"]``
+  seeds the first request; the runner's chain replaces it from the second request on.
 - Status mapping (D1): ``completed`` → TOOL_PROPOSALS if function_call items else FINAL_TEXT;
   a refusal content part → REFUSAL (D31); a function_call without ``call_id`` → API_FAILURE
   (missing_call_id, not retryable): its output could not be paired with it, and D7 forbids sending
   the synthetic id; an output item that asks the client for an action callbound cannot answer
   (``custom_tool_call``, ``shell_call``, ``mcp_approval_request``, ... with no answer in the same
   response) → API_FAILURE (unexpected_tool_call, not retryable), never FINAL_TEXT;
-  ``incomplete`` + ``max_output_tokens`` → TRUNCATED; ``incomplete`` +
+  ``incomplete`` + ``max_output_tokens`` → TRUNCATED; an error with code ``context_length_exceeded``
+  (HTTP 400) → TRUNCATED (context_window_exceeded, D1), raw_stop_reason the status (D32); ``incomplete`` +
   ``content_filter`` → REFUSAL; ``failed``/``cancelled`` → API_FAILURE; anything else →
   API_FAILURE(unknown_stop_reason).
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
@@ -60,6 +63,8 @@ PROVIDER = "openai"
 REVISION = "openai-responses/1"
 
 RETRYABLE_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded", "timeout"})
+# Error codes saying the input exceeds the model's context window (D1: TRUNCATED, not an API failure).
+CONTEXT_WINDOW_CODES = frozenset({"context_length_exceeded"})
 
 # Output items that ask the client to act, each answered by its own input item type (custom_tool_call_output,
 # shell_call_output, mcp_approval_response, ...), never by a function_call_output. callbound renders function
@@ -253,6 +258,13 @@ def _error_body_turn(
         retryable = _retryable_code(etype, code)
         raw = code or etype or "error"
     reason = "quota_exceeded" if quota else "rate_limited" if status == 429 else "api_error"
+    finish = Finish.API_FAILURE
+    if code in CONTEXT_WINDOW_CODES:
+        # D1 lists "context window exceeded" under TRUNCATED: the input no longer fits, which no retry
+        # fixes and which is no server fault (pydantic/pydantic-ai tests/cassettes/
+        # test_context_window_exceeded/test_openai_responses_context_window_exceeded.yaml: HTTP 400,
+        # code context_length_exceeded). raw_stop_reason stays the status code (D32).
+        finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
     return failure_turn(
         API,
         _provenance(model),
@@ -260,6 +272,7 @@ def _error_body_turn(
         response_id=None,
         raw_stop_reason=raw,
         reason=reason,
+        finish=finish,
         failure=Failure(
             "http" if status is not None else "error_body",
             retryable,
@@ -322,14 +335,20 @@ class OpenAIResponsesAdapter:
         new_items: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {}
+        extra: dict[str, Any] = settings.get("extra") or {}
+        # store: false (a setting, or passed through extra) keeps nothing to chain to, so such requests
+        # replay the whole transcript (as gemini-interactions does); previous_response_id would be
+        # refused. A synthetic response id (cb:..., a body without "id") is never sent (D7) either.
+        unstored = settings.get("store") is False or extra.get("store") is False
+        chain = previous_response_id
+        if chain is not None and (unstored or chain.startswith("cb:")):
+            chain = None
         if settings.get("model"):
             body["model"] = settings["model"]
         if instructions:
             body["instructions"] = instructions
-        if previous_response_id is not None and settings.get("store") is not False:
-            # store: false keeps nothing to chain to, so such requests replay the whole transcript
-            # (as gemini-interactions does); previous_response_id would be refused
-            body["previous_response_id"] = previous_response_id
+        if chain is not None:
+            body["previous_response_id"] = chain
             body["input"] = new_items if new_items is not None else []
         else:
             body["input"] = items
@@ -344,10 +363,22 @@ class OpenAIResponsesAdapter:
             body["temperature"] = settings["temperature"]
         if settings.get("max_output_tokens") is not None:
             body["max_output_tokens"] = settings["max_output_tokens"]
-        if settings.get("store") is False:
+        body.update(extra)
+        if unstored:
+            # stateless replay of reasoning items needs their encrypted_content (WIRE 1.5)
+            include = body.get("include")
+            include = list(include) if isinstance(include, list) else []
+            if "reasoning.encrypted_content" not in include:
+                include.append("reasoning.encrypted_content")
             body["store"] = False
-            body["include"] = ["reasoning.encrypted_content"]
-        body.update(settings.get("extra") or {})
+            body["include"] = include
+        if chain is not None:
+            # extra["previous_response_id"] seeds the first request (a conversation begun elsewhere:
+            # pydantic/pydantic-ai tests/models/cassettes/test_openai_responses/
+            # test_openai_previous_response_id_seed_auto_chains_through_retries.yaml); once the runner
+            # chains, its id wins, or every later request would point back at the seed and its outputs
+            # would answer calls the server never saw in that chain.
+            body["previous_response_id"] = chain
         if stream:
             body["stream"] = True
         return body
@@ -389,6 +420,21 @@ class OpenAIResponsesAdapter:
         order: dict[str, None] = {}  # call ids, in the order their calls appear
         item_ids: dict[str, str] = {}  # fc_ item id -> call_id
         chained = body.get("previous_response_id")
+        replayed = {
+            item.get("call_id")
+            for item in items
+            if isinstance(item, dict) and item.get("type") == "function_call"
+        }
+        if (
+            chained
+            and previous is not None
+            and chained != previous.response_id
+            and all(item in items for item in previous.continuation)
+        ):
+            # Chained to an older response (a seed) while the turn being answered is replayed in full:
+            # the server knows every call from the input itself, so this is stateless replay on top
+            # of the seed's context; the checks below apply to the input alone.
+            chained = None
         if chained and previous is not None:
             if chained != previous.response_id:
                 raise ProtocolViolation(
@@ -399,11 +445,7 @@ class OpenAIResponsesAdapter:
             for item in previous.continuation:
                 if item.get("type") == "function_call" and isinstance(item.get("id"), str):
                     item_ids[item["id"]] = str(item.get("call_id"))
-        later_calls = {
-            item.get("call_id")
-            for item in items
-            if isinstance(item, dict) and item.get("type") == "function_call"
-        }
+        later_calls = replayed
         for item in items:
             if not isinstance(item, dict):
                 continue
