@@ -11,7 +11,9 @@
 - Finish mapping (D1, D31): a non-empty ``message.refusal`` → REFUSAL whatever the finish_reason;
   ``tool_calls`` → TOOL_PROPOSALS; ``stop``/``function_call`` → TOOL_PROPOSALS when complete calls are
   present (forced tool_choice ends with ``stop``), else FINAL_TEXT; ``length`` → TRUNCATED;
-  ``content_filter`` → REFUSAL; anything else, or none → API_FAILURE(unknown_stop_reason).
+  ``content_filter`` → REFUSAL; anything else, or none → API_FAILURE(unknown_stop_reason). An error
+  with code ``context_length_exceeded`` (HTTP 400) → TRUNCATED (context_window_exceeded), raw_stop_reason
+  the status (D32), as in openai-responses.
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
 - Streaming: one chunk per ``data:`` line; tool-call fragments keyed by ``index`` (id and name only
   on the first fragment); the usage chunk has ``choices: []``; the stream is complete only when a
@@ -59,6 +61,8 @@ PROVIDER = "openai"
 REVISION = "openai-chat/1"
 
 RETRYABLE_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded", "timeout"})
+# Error codes saying the input exceeds the model's context window (D1: TRUNCATED, not an API failure).
+CONTEXT_WINDOW_CODES = frozenset({"context_length_exceeded"})
 
 
 def _provenance(model: Any) -> Provenance:
@@ -211,9 +215,16 @@ def _error_turn(
         raw = code or etype or "error"
     limited = (status if status is not None else http_code) == 429
     reason = "quota_exceeded" if quota else "rate_limited" if limited else "api_error"
+    finish = Finish.API_FAILURE
+    if code in CONTEXT_WINDOW_CODES:
+        # D1 lists "context window exceeded" under TRUNCATED: the input no longer fits, which no retry
+        # fixes and which is no server fault (pydantic/pydantic-ai tests/cassettes/test_context_window_exceeded/
+        # test_context_window_exceeded[openai_chat].yaml: HTTP 400, code context_length_exceeded), as
+        # openai-responses reads the same error. raw_stop_reason stays the status code (D32).
+        finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
     return failure_turn(
         API, _provenance(model), raw_sha256, response_id=response_id, raw_stop_reason=raw, reason=reason,
-        failure=Failure(kind, retryable, status, etype, code, retry_after_seconds(headers)),
+        failure=Failure(kind, retryable, status, etype, code, retry_after_seconds(headers)), finish=finish,
     )  # fmt: skip
 
 

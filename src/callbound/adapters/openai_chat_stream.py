@@ -67,16 +67,94 @@ def _index(frag: dict[str, Any]) -> int | None:
     return index if type(index) is int else None
 
 
+# Members of a tool-call fragment that the assembler rebuilds itself; any other member is provider
+# state that travels back with the call (D8), e.g. Gemini's extra_content.google.thought_signature.
+_CALL_KEYS = frozenset({"index", "id", "type", "function"})
+
+
+def _keep(into: dict[str, Any], source: dict[str, Any], skip: frozenset[str]) -> None:
+    """Copy the non-null members of ``source`` not in ``skip``: the first value of a member stays, and
+    objects sent again in a later fragment are merged into it."""
+    for key, value in source.items():
+        if key in skip or value is None:
+            continue
+        held = into.get(key)
+        if held is None:
+            into[key] = value
+        elif isinstance(held, dict) and isinstance(value, dict):
+            into[key] = {**held, **value}
+
+
+class _Parts:
+    """Content streamed as a list of parts (Mistral: ``[{"type": "thinking", "thinking": [{"type": "text",
+    "text": ...}]}, {"type": "text", "text": ...}]``), rebuilt as the plain body has it: consecutive
+    pieces of one kind make one part, their texts joined once; string deltas are text parts."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, earlier: list[str] | None) -> None:
+        # (kind, members other than the text, text fragments); kind "" is a part kept as sent
+        self.parts: list[tuple[str, dict[str, Any], list[str]]] = []
+        if earlier and any(earlier):
+            self.parts.append(("text", {"type": "text"}, list(earlier)))
+
+    def add(self, kind: str, members: dict[str, Any], text: str) -> None:
+        last = self.parts[-1] if self.parts else None
+        if kind and last is not None and last[0] == kind:
+            last[1].update(members)  # e.g. "closed": true, sent on some pieces of a thinking part only
+            last[2].append(text)
+        else:
+            self.parts.append((kind, dict(members), [text]))
+
+    def feed(self, content: list[Any]) -> None:
+        for part in content:
+            if not isinstance(part, dict):
+                continue
+            inner = part.get("thinking")
+            if part.get("type") == "thinking" and isinstance(inner, list):
+                text = "".join(
+                    t["text"] for t in inner if isinstance(t, dict) and isinstance(t.get("text"), str)
+                )
+                self.add("thinking", {k: v for k, v in part.items() if k != "thinking"}, text)
+            elif isinstance(part.get("text"), str):
+                self.add(
+                    str(part.get("type") or "text"),
+                    {k: v for k, v in part.items() if k != "text"},
+                    part["text"],
+                )
+            else:
+                self.add("", part, "")
+
+    def content(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for kind, members, texts in self.parts:
+            if kind == "thinking":
+                thinking = [{"type": "text", "text": join_fragments(texts)}]
+                out.append(
+                    {
+                        "type": "thinking",
+                        "thinking": thinking,
+                        **{k: v for k, v in members.items() if k != "type"},
+                    }
+                )
+            elif kind:
+                out.append({**members, "text": join_fragments(texts)})
+            else:
+                out.append(members)
+        return out
+
+
 class _Slot:
     """One streamed tool call: fragments are appended and joined once at the end."""
 
-    __slots__ = ("args", "id", "name", "nbytes", "started", "type")
+    __slots__ = ("args", "extra", "id", "name", "nbytes", "started", "type")
 
     def __init__(self) -> None:
         self.id: str | None = None
         self.type: str | None = None
         self.name: str | None = None
         self.args: list[str] = []
+        self.extra: dict[str, Any] = {}  # provider members of the call (Gemini's extra_content), as sent
         self.nbytes = 0
         self.started = False
 
@@ -92,10 +170,12 @@ class _Assembler:
         self._response_id: str | None = None
         self._role: str = "assistant"
         self._content: list[str] | None = None
+        self._parts: _Parts | None = None  # content streamed as a list of parts (Mistral)
         self._refusal: list[str] | None = None
         self._reasoning: list[str] | None = None  # delta.reasoning_content (DeepSeek, Kimi, Qwen, xAI)
         self._details: list[dict[str, Any]] = []  # delta.reasoning_details (OpenRouter), merged
         self._detail_parts: list[dict[str, list[str]]] = []  # text fragments of each merged detail
+        self._extra: dict[str, Any] = {}  # delta.extra_content (Gemini: a text part's thought signature)
         self._slots: dict[int, _Slot] = {}
         self._legacy: _Slot | None = None
         self._usage: dict[str, Any] | None = None
@@ -144,9 +224,17 @@ class _Assembler:
         if isinstance(delta, dict):
             if _str(delta.get("role")):
                 self._role = delta["role"]
-            if isinstance(delta.get("content"), str):
+            content = delta.get("content")
+            if isinstance(content, list):
+                # Mistral streams thinking and text as parts; the text parts are the answer, as in a plain
+                # body (vercel/ai packages/openai-compatible/src/chat/__fixtures__/issue-13703-mistral-thinking).
+                self._parts = self._parts or _Parts(self._content)
+                self._parts.feed(content)
+            elif isinstance(content, str):
+                if self._parts is not None and content:
+                    self._parts.add("text", {"type": "text"}, content)
                 self._content = self._content if self._content is not None else []
-                self._content.append(delta["content"])
+                self._content.append(content)
             if isinstance(delta.get("refusal"), str):
                 self._refusal = self._refusal if self._refusal is not None else []
                 self._refusal.append(delta["refusal"])
@@ -158,6 +246,8 @@ class _Assembler:
                 self._reasoning.append(delta["reasoning_content"])
             if isinstance(delta.get("reasoning_details"), list):
                 self._reasoning_details(delta["reasoning_details"])
+            if isinstance(delta.get("extra_content"), dict):
+                _keep(self._extra, {"extra_content": delta["extra_content"]}, frozenset())
             tool_calls = delta.get("tool_calls")
             # Anything but a list holds no call, as for a plain body (_calls).
             frags = tool_calls if isinstance(tool_calls, list) else []
@@ -234,6 +324,10 @@ class _Assembler:
             slot.id = frag["id"]
         if slot.type is None and _str(frag.get("type")):
             slot.type = frag["type"]
+        if len(frag) > len(_CALL_KEYS & frag.keys()):
+            # D8: Gemini's OpenAI-compatible stream sends each call whole with its thought signature in
+            # extra_content, and Gemini 3 rejects the next request (4xx) when it does not come back.
+            _keep(slot.extra, frag, _CALL_KEYS)
         if not isinstance(function, dict):
             return
         if slot.name is None and _str(function.get("name")):
@@ -309,10 +403,14 @@ class _Assembler:
             "role": self._role,
             "content": join_fragments(self._content) if self._content is not None else None,
         }
+        if self._parts is not None:
+            msg["content"] = self._parts.content()
         if self._refusal is not None:
             msg["refusal"] = join_fragments(self._refusal)
         if self._reasoning is not None:
             msg["reasoning_content"] = join_fragments(self._reasoning)
+        if self._extra:
+            msg.update(self._extra)
         if self._details:
             msg["reasoning_details"] = [
                 {**detail, **{name: join_fragments(parts) for name, parts in texts.items()}}
@@ -324,6 +422,7 @@ class _Assembler:
                     "id": slot.id or "",
                     "type": slot.type or "function",
                     "function": {"name": slot.name or "", "arguments": join_fragments(slot.args)},
+                    **slot.extra,
                 }
                 for slot in (self._slots[k] for k in sorted(self._slots))
             ]
