@@ -18,7 +18,8 @@
   Placement: by default all of a turn's results go in one ``user_input`` step's ``content``, the form
   the recorded step-2 exchange used successfully (tool-call-step2 recordings, vercel-ai's request);
   ``GeminiInteractionsAdapter(result_placement="step")`` sends them as top-level steps, the form of
-  Google's own samples. A legacy turn is answered with a legacy ``{"role": "user", "content": [...]}``.
+  Google's own samples. A legacy turn is answered with a legacy ``{"role": "user", "content": [...]}``, and the
+  ``user_input`` steps of such a transcript go as legacy user turns too (one schema per request).
 - Tools: ``{"type": "function", "name", "description", "parameters"}``; parameters are plain JSON
   Schema with ``$ref`` inlined (``schema.inline_refs``) and ``$schema`` dropped (D9).
 - Settings: ``model``, ``temperature``/``max_output_tokens``/``tool_choice`` → ``generation_config``
@@ -247,6 +248,25 @@ def error_turn(
     )
 
 
+def _is_legacy_turn(item: Any) -> bool:
+    return isinstance(item, dict) and "role" in item and "type" not in item
+
+
+def _one_schema(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The input in one schema generation (WIRE.md 5.0). A transcript answered in the legacy ``outputs``
+    schema holds legacy turns (``{"role", "content"}``); the user inputs callbound made itself as
+    ``user_input`` steps (``initial_items`` cannot know the schema yet) become user turns with the same
+    content, or the legacy API gets a list mixing the two shapes. Provider output is not touched (D8)."""
+    if not any(_is_legacy_turn(i) for i in items):
+        return items
+    return [
+        {"role": "user", "content": i["content"]}
+        if isinstance(i, dict) and i.get("type") == "user_input" and set(i) == {"type", "content"}
+        else i
+        for i in items
+    ]
+
+
 def _results_in(item: dict[str, Any]) -> list[dict[str, Any]]:
     """function_result objects carried by one input item: a top-level step, a user_input step's
     content, or a legacy user turn's content."""
@@ -337,7 +357,7 @@ class GeminiInteractionsAdapter:
             body["previous_interaction_id"] = previous_response_id
             body["input"] = new_items if new_items is not None else []
         else:  # stateless replay; also when the interaction had no id to chain to (store: false)
-            body["input"] = items
+            body["input"] = _one_schema(items)
         if instructions:
             body["system_instruction"] = instructions
         if tools:
@@ -397,6 +417,8 @@ class GeminiInteractionsAdapter:
         if not isinstance(raw_input, list | str):
             raise ProtocolViolation("an Interactions request needs an input (a string or a list)")
         stateful = bool(body.get("previous_interaction_id"))
+        if any(_is_legacy_turn(i) for i in items) and any(i.get("type") == "user_input" for i in items):
+            raise ProtocolViolation("the input mixes legacy turns and steps (user_input); use one schema")
         calls: set[str] = set()
         idless: list[Any] = []
         if stateful and previous is not None:
