@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from callbound.core.audit import verify_chain
-from callbound.core.errors import OperationExists, StaleLease, StoreError
+from callbound.core.errors import IntentTaken, OperationExists, StaleLease, StoreError
 from callbound.core.idempotency import LedgerStatus
 from callbound.stores.base import Commit, JournalRow, StoredOperation
 
@@ -253,6 +253,34 @@ def test_ledger_upserts_by_tenant_and_key(store: Any) -> None:
     assert store.ledger_get("globex", "k1") == other_tenant
     assert store.ledger_get("acme", "k2") == make_entry("k2", "op1")
     assert store.ledger_get("initech", "k1") is None
+
+
+def test_a_claim_of_an_intent_another_operation_holds_is_refused_whole(store: Any) -> None:
+    """D13: two operations that both read no entry for one intent both try to claim it; the second
+    claim is refused (IntentTaken) and nothing of its commit is written."""
+    create(store, "op1")
+    create(store, "op2")
+    store.commit(Commit("op1", make_head("op1"), ledger=[replace(make_entry("k1", "op1"), claim=True)]))
+    before = snapshot(store, "op2")
+    late = Commit(
+        "op2",
+        make_head("op2", "EXECUTING"),
+        journal=[JournalRow("transition", {"state": "EXECUTING", "n": 1})],
+        ledger=[make_entry("k2", "op2"), replace(make_entry("k1", "op2"), claim=True)],
+    )
+    with pytest.raises(IntentTaken) as caught:
+        store.commit(late)
+    assert (caught.value.key, caught.value.holder) == ("k1", "op1")
+    assert isinstance(caught.value, StoreError)
+    assert snapshot(store, "op2") == before
+    assert store.ledger_get("acme", "k1") == make_entry("k1", "op1")
+    assert store.ledger_get("acme", "k2") is None
+    # the holder's own later claims, and plain (unclaimed) upserts, still pass
+    store.commit(
+        Commit("op1", make_head("op1"), ledger=[replace(make_entry("k1", "op1", attempts=2), claim=True)])
+    )
+    store.commit(Commit("op2", make_head("op2"), ledger=[make_entry("k1", "op2", LedgerStatus.UNKNOWN)]))
+    assert store.ledger_get("acme", "k1") == make_entry("k1", "op2", LedgerStatus.UNKNOWN)
 
 
 # ---- approvals -------------------------------------------------------------------------------------

@@ -102,8 +102,23 @@ class OperationBusy(StoreError):
         )
 
 
-class OperationExists(StoreError):
-    """A new operation was given an id the store already holds. Resume that operation
+class IntentTaken(StoreError):
+    """Another operation claimed the same intent (tenant, idempotency key) between this operation's
+    ledger read and its STARTED commit. The commit was refused, so nothing of it was written and no
+    handler ran; the runner reloads the operation and decides again (the other operation's entry now
+    says IN_PROGRESS or replays its result), so a refund never runs twice (D13, D16)."""
+
+    def __init__(self, tenant: str, key: str, holder: str) -> None:
+        self.tenant, self.key, self.holder = tenant, key, holder
+        super().__init__(
+            f"intent {key} of tenant {tenant} was just started by operation {holder}; resume this "
+            "operation to see that operation's outcome"
+        )
+
+
+class OperationExists(UsageError, StoreError):
+    """A new operation was given an id the store already holds: the caller's mistake (a UsageError,
+    D4), raised by the store (so also a StoreError, as before). Resume that operation
     (``Runner.resume``) or start a new one with another id (or none: callbound makes one)."""
 
     def __init__(self, operation_id: str) -> None:

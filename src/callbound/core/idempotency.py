@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -24,6 +24,9 @@ class LedgerEntry:
     result: dict[str, Any] | None
     attempts: int
     lease_token: int | None = None
+    # Not saved: a STARTED entry written after the ledger held nothing for its key. The store then
+    # refuses the commit (IntentTaken) if another operation's entry appeared meanwhile.
+    claim: bool = field(default=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.binding import TrustedCall, make_envelope
 from ..core.canonical import canonical_bytes
 from ..core.dispatch import HANDLER_ERROR, IN_PROGRESS, NO_PROGRESS, RESULT_TOO_LARGE, TIMEOUT
-from ..core.errors import CanonicalizationError, NotApplied
+from ..core.errors import NotApplied
 from ..core.guards import identical_allowed, identical_key, result_cap
 from ..core.idempotency import LedgerAction, LedgerEntry, LedgerStatus, decide
 from ..core.registry import CallContext, ToolSpec
@@ -88,10 +88,12 @@ def seal(
 
 def _result_for(spec: ToolSpec, runner: Runner, value: Any) -> tuple[dict[str, Any], Any]:
     """(model_result, output). Enforces the result-size cap (D11) on the canonical JSON."""
-    data = to_jsonable(value)
     try:
+        # A returned pydantic model is dumped here: user code (a computed field, a custom serializer)
+        # may raise anything, which must become an envelope, never escape the loop (D4).
+        data = to_jsonable(value)
         size = len(canonical_bytes(data))
-    except CanonicalizationError:
+    except Exception:  # CanonicalizationError, PydanticSerializationError, a computed field's error
         applied = " The effect was applied." if spec.is_write else ""
         return error_result(HANDLER_ERROR, "the tool returned a value that is not JSON." + applied), None
     cap = result_cap(runner.budgets, spec.max_result_bytes)
@@ -220,10 +222,11 @@ def _ledger(
     status: LedgerStatus,
     result: dict[str, Any] | None,
     attempts: int,
+    claim: bool = False,
 ) -> LedgerEntry:
     assert rec.idempotency_key is not None
     entry = LedgerEntry(
-        rec.idempotency_key, op.tenant, spec.name, op.operation_id, status, result, attempts, op.fence
+        rec.idempotency_key, op.tenant, spec.name, op.operation_id, status, result, attempts, op.fence, claim
     )
     op.pending_ledger.append(entry)
     return entry
@@ -342,7 +345,12 @@ async def _run_write(
     if _repeat_refused(runner, op, turn, rec, spec):
         return
     attempts += 1
-    _ledger(op, rec, spec, LedgerStatus.STARTED, None, attempts)
+    # A first claim of the intent: the store refuses it if another operation claimed it since the read
+    # (two operations proposing one refund at the same moment). Not under the crash matrix's negative
+    # control, which must be able to run an effect twice.
+    _ledger(
+        op, rec, spec, LedgerStatus.STARTED, None, attempts, claim=entry is None and not ledger_disabled()
+    )
     rec.status = RUNNING
     # Every commit links the audit chain, this one too: a write is about to start, and a commit built
     # from an older head (a cancel from another process) no longer follows the chain, so the store

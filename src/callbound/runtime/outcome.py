@@ -11,8 +11,10 @@ from typing import Any, Literal
 from ..core.approvals import DEFAULT_APPROVAL_TTL, PendingApproval
 from ..core.dispatch import PolicyAuthorize
 from ..core.errors import UsageError
+from ..core.registry import is_async_callable
 from ..core.states import State
 from ..core.types import Transition, Usage
+from .operation import WAITING, Operation
 
 
 class ApproverNotAllowed(UsageError):
@@ -30,6 +32,17 @@ class Policy:
     authorize: PolicyAuthorize | None = None
     approver_allowed: Callable[[str, PendingApproval], bool] | None = None
     on_approval_expired: Literal["tell_model", "stop"] = "tell_model"
+
+    def __post_init__(self) -> None:
+        for hook in ("authorize", "approver_allowed"):
+            # Called without await while planning and recording decisions: an async hook would
+            # return a coroutine, which is truthy, and so allow everything.
+            if is_async_callable(getattr(self, hook)):
+                raise UsageError(f"Policy.{hook} must be a plain (sync) function, not async")
+        if self.on_approval_expired not in ("tell_model", "stop"):
+            raise UsageError(
+                f"Policy.on_approval_expired must be 'tell_model' or 'stop', not {self.on_approval_expired!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -83,3 +96,29 @@ def _clip(text: str | None, limit: int = 60) -> str:
     if text is None or len(text) <= limit:
         return repr(text)
     return repr(text[:limit]) + f"…(+{len(text) - limit})"
+
+
+def outcome_of(store: Any, op: Operation) -> Outcome:
+    """The Outcome of an operation as it stands. ``pending_approvals`` lists only the approvals still
+    waiting for a decision: in a turn with several, one decided early waits for the rest silently."""
+    pending: tuple[PendingApproval, ...] = ()
+    if op.state is State.WAITING_APPROVAL and op.current is not None:
+        found = []
+        for rec in op.current.records:
+            if rec.status == WAITING and rec.approval_id:
+                a = store.get_approval(rec.approval_id)
+                if a is not None and a.status == "pending":
+                    found.append(a)
+        pending = tuple(found)
+    return Outcome(
+        state=op.state,
+        reason=op.reason,
+        operation_id=op.operation_id,
+        text=op.text,
+        pending_approvals=pending,
+        usage=op.usage,
+        history=tuple(op.machine.history),
+        refusal=op.refusal,
+        escalation=op.escalation,
+        spent=op.spent.to_dict(),
+    )

@@ -22,6 +22,7 @@ from ..core.dispatch import (
     TrustedOperation,
 )
 from ..core.errors import (
+    IntentTaken,
     StoreError,
     UsageError,
 )
@@ -47,8 +48,8 @@ from .crash import crash_point
 from .decisions import check_approver, record, withdraw_pending
 from .executing import execute_step, writes_only
 from .lease import driving
-from .operation import WAITING, Operation
-from .outcome import ApproverNotAllowed, Outcome, Policy, Price
+from .operation import Operation
+from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of
 from .planning import approvals_ready, plan
 from .results import send_results
 from .retry import backoff_delay
@@ -266,7 +267,9 @@ class Runner:
             self._segments[op.operation_id] = now
 
     def _move(self, op: Operation, target: State, cause: str, **details: Any) -> None:
-        if op.state is State.WAITING_APPROVAL and target in TERMINAL:
+        if target in TERMINAL:
+            # From WAITING_APPROVAL, or from EXECUTING in a mixed turn (D3) whose other calls stop the
+            # operation while some still wait: no approval may stay pending on an ended operation.
             withdraw_pending(
                 self, op, f"the operation ended {target.value}({details.get('reason') or cause})"
             )
@@ -290,7 +293,14 @@ class Runner:
                 },
             )
         if self.on_transition is not None:
-            self.on_transition(op.operation_id, t)
+            try:
+                self.on_transition(op.operation_id, t)
+            except Exception as exc:  # an observer's bug must not leave the operation half-moved (D4)
+                log.warning(
+                    "on_transition observer raised %s; ignored",
+                    type(exc).__name__,
+                    extra={"operation_id": op.operation_id, "state": target.value},
+                )
 
     def _stop(
         self, op: Operation, reason: str, detail: str, target: State = State.STOPPED, **extra: Any
@@ -311,29 +321,47 @@ class Runner:
 
     async def _drive(self, op: Operation) -> Outcome:
         self._segments[op.operation_id] = self.clock.monotonic()
+        taken = 0
         try:
             while op.state not in TERMINAL:
-                s = op.state
-                if s is State.MODEL_REQUESTED:
-                    await self._request_model(op)
-                elif s is State.RETRY:
-                    await self._retry(op)
-                elif s is State.VALIDATING:
-                    assert op.current is not None
-                    plan(self, op, op.current.turn, replan=True)
-                    await self._flush(op)
-                elif s is State.EXECUTING:
-                    await self._execute(op)
-                elif s is State.WAITING_APPROVAL:
-                    if not await approvals_ready(self, op):
+                try:
+                    if not await self._step(op):
                         crash_point("waiting_approval")  # the pause is committed; nothing runs now
                         break
-                elif s is State.RESULTS_READY:
-                    await self._send_results(op)
+                except IntentTaken:
+                    # Another operation claimed one of this turn's write intents between our ledger
+                    # read and our STARTED commit. The store refused that commit whole, so no handler
+                    # ran; carry on from what the store holds: the write is decided again and sees the
+                    # other operation's entry (IN_PROGRESS, or its result to replay).
+                    taken += 1
+                    if taken > 3:
+                        raise
+                    fence = op.fence
+                    op = self._load(op.operation_id)
+                    op.fence = fence if fence is not None else op.fence
         finally:
             self._tick(op)
             self._segments.pop(op.operation_id, None)
         return self._outcome(op)
+
+    async def _step(self, op: Operation) -> bool:
+        """One state's work; False when the operation waits for approvals (the drive pauses)."""
+        s = op.state
+        if s is State.MODEL_REQUESTED:
+            await self._request_model(op)
+        elif s is State.RETRY:
+            await self._retry(op)
+        elif s is State.VALIDATING:
+            assert op.current is not None
+            plan(self, op, op.current.turn, replan=True)
+            await self._flush(op)
+        elif s is State.EXECUTING:
+            await self._execute(op)
+        elif s is State.WAITING_APPROVAL:
+            return await approvals_ready(self, op)
+        elif s is State.RESULTS_READY:
+            await self._send_results(op)
+        return True
 
     # ---- steps -----------------------------------------------------------------------------------
 
@@ -381,7 +409,10 @@ class Runner:
             cb, oid = self.on_progress, op.operation_id
 
             def progress(ev: Progress) -> None:
-                cb(oid, ev)
+                try:
+                    cb(oid, ev)
+                except Exception as exc:  # an observer's bug is not a model failure (D4)
+                    log.warning("on_progress observer raised %s; ignored", type(exc).__name__)
 
         try:
             turn = await self.model.complete(
@@ -510,7 +541,12 @@ class Runner:
     def _account(self, op: Operation, turn: ModelTurn) -> None:
         usage = turn.usage
         price = self._price()
-        if price is not None and usage.cost is None:
+        # D27: missing usage stays null, never a cost of 0
+        if (
+            price is not None
+            and usage.cost is None
+            and (usage.input_tokens is not None or usage.output_tokens is not None)
+        ):
             cost = Decimal(0)
             if usage.input_tokens:
                 cost += price.input_per_mtok * usage.input_tokens / Decimal(1_000_000)
@@ -546,27 +582,7 @@ class Runner:
         await send_results(self, op)
 
     def _outcome(self, op: Operation) -> Outcome:
-        pending: tuple[PendingApproval, ...] = ()
-        if op.state is State.WAITING_APPROVAL and op.current is not None:
-            found = []
-            for rec in op.current.records:
-                if rec.status == WAITING and rec.approval_id:
-                    a = self.store.get_approval(rec.approval_id)
-                    if a is not None:
-                        found.append(a)
-            pending = tuple(found)
-        return Outcome(
-            state=op.state,
-            reason=op.reason,
-            operation_id=op.operation_id,
-            text=op.text,
-            pending_approvals=pending,
-            usage=op.usage,
-            history=tuple(op.machine.history),
-            refusal=op.refusal,
-            escalation=op.escalation,
-            spent=op.spent.to_dict(),
-        )
+        return outcome_of(self.store, op)
 
 
 def _run_sync(coro: Any) -> Outcome:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
-from ..core.errors import OperationExists, StaleLease, StoreError
+from ..core.errors import IntentTaken, OperationExists, StaleLease, StoreError
 from ..core.idempotency import LedgerEntry
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
 from .schema import utc
@@ -41,6 +41,10 @@ class MemoryStore:
                     raise StaleLease(
                         f"operation {op}: lease token {commit.fence} is stale (current {current})"
                     )
+            for entry in commit.ledger:
+                held = self._ledger.get((entry.tenant, entry.key)) if entry.claim else None
+                if held is not None and held.operation_id != entry.operation_id:
+                    raise IntentTaken(entry.tenant, entry.key, held.operation_id)
             stored = 0 if commit.create else len(self._audit[op])
             for i, ev in enumerate(commit.audit):
                 if ev.seq != stored + i:

@@ -26,7 +26,14 @@ from typing import Any
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
-from ..core.errors import OperationExists, SchemaVersionError, StaleLease, StoreError, UsageError
+from ..core.errors import (
+    IntentTaken,
+    OperationExists,
+    SchemaVersionError,
+    StaleLease,
+    StoreError,
+    UsageError,
+)
 from ..core.idempotency import LedgerEntry
 from .base import Commit, JournalRow, StoredOperation
 from .schema import (
@@ -83,6 +90,7 @@ _UPSERT_LEDGER = (
     "ON CONFLICT (tenant, key) DO UPDATE SET operation_id = excluded.operation_id, "
     "status = excluded.status, entry = excluded.entry"
 )
+_LEDGER_HOLDER = "SELECT operation_id FROM ledger WHERE tenant = ? AND key = ?"
 _UPSERT_APPROVAL = (
     "INSERT INTO approvals (approval_id, operation_id, tenant, status, created_us, expires_us, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id) DO UPDATE SET "
@@ -281,6 +289,11 @@ class SQLiteStore(SQLiteLeases):
     ) -> None:
         """Everything of one commit, inside its transaction (documents already encoded)."""
         op = commit.operation_id
+        for e in commit.ledger:
+            if e.claim:  # BEGIN IMMEDIATE holds the write lock: nobody can claim between read and write
+                row = conn.execute(_LEDGER_HOLDER, (e.tenant, e.key)).fetchone()
+                if row is not None and row[0] != e.operation_id:
+                    raise IntentTaken(e.tenant, e.key, row[0])
         if commit.create:
             start = self._insert(conn, commit, head_json, len(journal), len(audit))
         else:
