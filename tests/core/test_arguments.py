@@ -30,7 +30,7 @@ def assert_rejected(raw: Any, *fragments: str) -> str:
         ("{}", {}),
         ('  {"a": 1}  \n', {"a": 1}),
         ('{"n": 9007199254740991, "m": -9007199254740991}', {"n": MAX_SAFE_INTEGER, "m": -MAX_SAFE_INTEGER}),
-        ('{"x": 1e300, "y": -2.5E-10}', {"x": 1e300, "y": -2.5e-10}),
+        ('{"x": 1e15, "y": -2.5E-10}', {"x": 1e15, "y": -2.5e-10}),
         ('{"s": "\\u20ac"}', {"s": "€"}),
     ],
 )
@@ -176,7 +176,10 @@ safe_scalars = (
     st.none()
     | st.booleans()
     | st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER)
-    | st.floats(allow_nan=False, allow_infinity=False)
+    # D5: beyond ±(2^53-1) a double is an integer that may not be the one sent; such numbers are refused
+    | st.floats(
+        allow_nan=False, allow_infinity=False, min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER
+    )
     | st.text(max_size=10)
 )
 safe_values = st.recursive(
@@ -220,3 +223,17 @@ def test_reused_decoder_keeps_no_state_between_calls() -> None:
     assert parse_arguments('{"a": 1, "b": {"a": 2}}') == ({"a": 1, "b": {"a": 2}}, None)
     assert_rejected('{"n": 9007199254740992}', "outside")
     assert parse_arguments('{"n": 9007199254740991}') == ({"n": MAX_SAFE_INTEGER}, None)
+
+
+@pytest.mark.parametrize("text", ["9007199254740993.0", "1e16", "-1e16", "1.5e300", "9007199254740992.0"])
+def test_d5_numbers_beyond_the_safe_range_are_refused_as_floats_too(text: str) -> None:
+    """9007199254740993.0 reads as the double ...992: it would run as another number (D5, D6)."""
+    value, why = parse_arguments('{"n": ' + text + "}")
+    assert value is None and why is not None and "2^53" in why
+    value, why = parse_arguments({"n": float(text)})
+    assert value is None and why is not None and "2^53" in why
+
+
+def test_d5_the_largest_safe_float_is_accepted() -> None:
+    assert parse_arguments('{"n": 9007199254740991.0}') == ({"n": 9007199254740991.0}, None)
+    assert parse_arguments('{"n": 1.5e-300}') == ({"n": 1.5e-300}, None)

@@ -248,38 +248,62 @@ def test_identical_key_separates_tool_schema_and_arguments() -> None:
 def test_no_progress_after_max_turns_of_seen_results() -> None:
     b = Budgets(max_no_progress_turns=3)
     s = Spent()
-    assert record_turn_results(b, s, ["h1"], False) == CONTINUE  # new
-    assert record_turn_results(b, s, ["h1"], False) == CONTINUE  # 1 seen turn
-    assert record_turn_results(b, s, ["h1"], False) == CONTINUE  # 2
-    assert reason(record_turn_results(b, s, ["h1"], False)) == "NO_PROGRESS"  # 3 in a row
+    assert record_turn_results(b, s, ["h1"], ()) == CONTINUE  # new
+    assert record_turn_results(b, s, ["h1"], ()) == CONTINUE  # 1 seen turn
+    assert record_turn_results(b, s, ["h1"], ()) == CONTINUE  # 2
+    assert reason(record_turn_results(b, s, ["h1"], ())) == "NO_PROGRESS"  # 3 in a row
 
 
 def test_a_new_hash_resets_the_streak() -> None:
     b = Budgets(max_no_progress_turns=2)
     s = Spent()
-    record_turn_results(b, s, ["h1"], False)
-    assert record_turn_results(b, s, ["h1"], False) == CONTINUE
+    record_turn_results(b, s, ["h1"], ())
+    assert record_turn_results(b, s, ["h1"], ()) == CONTINUE
     assert s.no_progress_turns == 1
-    assert record_turn_results(b, s, ["h1", "h2"], False) == CONTINUE  # h2 is new
+    assert record_turn_results(b, s, ["h1", "h2"], ()) == CONTINUE  # h2 is new
     assert s.no_progress_turns == 0
-    assert record_turn_results(b, s, ["h2"], False) == CONTINUE
-    assert reason(record_turn_results(b, s, ["h1"], False)) == "NO_PROGRESS"
+    assert record_turn_results(b, s, ["h2"], ()) == CONTINUE
+    assert reason(record_turn_results(b, s, ["h1"], ())) == "NO_PROGRESS"
 
 
 def test_empty_turn_is_not_a_repeat() -> None:
     b = Budgets(max_no_progress_turns=1)
     s = Spent()
-    assert record_turn_results(b, s, [], False) == CONTINUE
-    assert record_turn_results(b, s, [], False) == CONTINUE
+    assert record_turn_results(b, s, [], ()) == CONTINUE
+    assert record_turn_results(b, s, [], ()) == CONTINUE
 
 
 def test_repeat_after_a_no_progress_warning_stops() -> None:
     b = Budgets(max_no_progress_turns=10)
     s = Spent()
-    assert record_turn_results(b, s, ["a"], True) == CONTINUE  # first NO_PROGRESS envelope: a warning
+    assert record_turn_results(b, s, ["a"], ("k",)) == CONTINUE  # first NO_PROGRESS envelope: a warning
     assert s.no_progress_warned
-    assert record_turn_results(b, s, ["b"], False) == CONTINUE
-    assert reason(record_turn_results(b, s, ["c"], True)) == "NO_PROGRESS"
+    assert record_turn_results(b, s, ["b"], ()) == CONTINUE
+    assert reason(record_turn_results(b, s, ["c"], ("k",))) == "NO_PROGRESS"
+
+
+def test_d13_a_first_refusal_of_another_call_is_a_warning_not_a_stop() -> None:
+    """D13 (3): only repeating the call the model was told makes no progress stops the operation."""
+    b = Budgets(max_no_progress_turns=10)
+    s = Spent()
+    assert record_turn_results(b, s, ["a"], ("A",)) == CONTINUE  # A refused: a warning
+    assert record_turn_results(b, s, ["b"], ()) == CONTINUE
+    assert record_turn_results(b, s, ["c"], ("B",)) == CONTINUE  # B refused for the first time
+    assert s.no_progress_keys == {"A", "B"}
+    assert reason(record_turn_results(b, s, ["d"], ("B",))) == "NO_PROGRESS"  # B again
+
+
+def test_d13_warned_keys_survive_the_saved_row_and_old_rows_keep_the_flag() -> None:
+    b = Budgets(max_no_progress_turns=10)
+    s = Spent()
+    record_turn_results(b, s, ["a"], ("A",))
+    again = Spent.from_dict(s.to_dict())
+    assert again.no_progress_keys == {"A"}
+    assert reason(record_turn_results(b, again, ["x"], ("A",))) == "NO_PROGRESS"
+    old = s.to_dict()
+    del old["no_progress_warned_keys"]  # a head saved before the keys were kept
+    legacy = Spent.from_dict(old)
+    assert reason(record_turn_results(b, legacy, ["y"], ("Z",))) == "NO_PROGRESS"
 
 
 turn_strategy = st.tuples(st.lists(st.sampled_from("abcde"), max_size=3), st.booleans())
@@ -297,7 +321,7 @@ def test_no_progress_counter_property(limit: int, turns: list[tuple[list[str], b
         streak_full = len(repeat_flags) >= limit and all(repeat_flags[-limit:])
         expect_stop = (warned_now and warned_before) or streak_full
 
-        verdict = record_turn_results(b, s, hashes, warned_now)
+        verdict = record_turn_results(b, s, hashes, ("k",) if warned_now else ())
         assert isinstance(verdict, Stop) == expect_stop, (i, turns[: i + 1])
         if isinstance(verdict, Stop):
             assert verdict.reason == "NO_PROGRESS"

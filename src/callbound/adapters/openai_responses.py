@@ -207,6 +207,16 @@ def turn_from_response(
             # the synthetic id back: such a call can never be answered, so none of the turn's calls
             # may run (and the function_call could not even be replayed without its call_id).
             return turn(Finish.API_FAILURE, "completed", "missing_call_id", Failure("status", False))
+        if output is None and any(
+            i.get("type") == "function_call" and i.get("status") in ("in_progress", "incomplete")
+            for i in items
+        ):
+            # A call item that says it is unfinished, in a plain response that says it completed: the
+            # body contradicts itself, and an unfinished call never runs even when its arguments parse
+            # (issue 2 §2). TRUNCATED, not retried: INCOMPLETE(CALL_INCOMPLETE). A stream judges its
+            # items by their events instead (output_item.done, function_call_arguments.done): an item
+            # kept from output_item.added still says in_progress there.
+            return turn(Finish.TRUNCATED, "completed", "call_incomplete")
         pending = _pending_client_action(items)
         if pending is not None:
             # The model waits for a client action callbound cannot perform: the turn is no final answer,

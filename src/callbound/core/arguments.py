@@ -86,6 +86,10 @@ def _checked_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
         raise ArgumentsError(f"number {text} overflows a double")
+    if abs(value) > MAX_SAFE_INTEGER:
+        # D5: beyond ±(2^53-1) a double holds integers only, and not every one of them
+        # (9007199254740993.0 reads as ...992): the number would run as another number.
+        raise ArgumentsError(f"number {text[:30]} is outside ±(2^53-1), where doubles lose integers")
     return value
 
 
@@ -101,6 +105,8 @@ def _check_value(value: Any, path: str) -> None:
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             raise ArgumentsError(f"{value} at {path or '$'} is not a JSON number")
+        if abs(value) > MAX_SAFE_INTEGER:
+            raise ArgumentsError(f"number {value!r} at {path or '$'} is outside ±(2^53-1)")
         return
     if isinstance(value, dict):
         for key, item in value.items():

@@ -6,6 +6,7 @@ executes the plan. Rejections are data (error envelopes for the model), never ex
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -91,9 +92,17 @@ class TrustedOperation:
 def _safe_bool(fn: Callable[[], bool]) -> tuple[bool, str | None]:
     """Run a user policy hook; any exception denies (fail closed) without leaking internals."""
     try:
-        return bool(fn()), None
+        result = fn()
     except Exception as exc:  # policy hooks are user code
         return False, type(exc).__name__
+    if inspect.isawaitable(result):
+        # A sync function that hands back a coroutine (a lambda around an async def): its truth value
+        # says nothing. Deny rather than let a truthy coroutine allow the call.
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()  # no "never awaited" warning
+        return False, "awaitable"
+    return bool(result), None
 
 
 def plan_call(
@@ -138,7 +147,11 @@ def plan_call(
     if spec.is_write:
         if spec.intent_key is not None:
             try:
-                named = str(spec.intent_key(args, base_ctx) or "")
+                raw_key = spec.intent_key(args, base_ctx)
+                # a coroutine's text differs on every call: no intent could ever be found again
+                named = "" if inspect.isawaitable(raw_key) else str(raw_key or "")
+                if inspect.isawaitable(raw_key) and hasattr(raw_key, "close"):
+                    raw_key.close()
             except Exception:  # user code: fail closed, do not leak internals
                 named = ""
             if not named:

@@ -7,6 +7,7 @@ that reason and an escalation record.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from decimal import Decimal
@@ -106,6 +107,9 @@ class Spent:
     active_s: float = 0.0
     no_progress_turns: int = 0
     no_progress_warned: bool = False
+    # D13 (3): the (tool, schema version, arguments) keys the model was told NO_PROGRESS for; proposing
+    # one of them again stops the operation, a first refusal of another call is only a warning.
+    no_progress_keys: set[str] = field(default_factory=set)
     identical: dict[str, int] = field(default_factory=dict)
     seen_results: set[str] = field(default_factory=set)
 
@@ -119,6 +123,7 @@ class Spent:
             "active_s": self.active_s,
             "no_progress_turns": self.no_progress_turns,
             "no_progress_warned": self.no_progress_warned,
+            "no_progress_warned_keys": sorted(self.no_progress_keys),
         }
 
     @staticmethod
@@ -132,6 +137,8 @@ class Spent:
             active_s=data["active_s"],
             no_progress_turns=data["no_progress_turns"],
             no_progress_warned=data["no_progress_warned"],
+            # absent from heads saved before the keys were kept (see record_turn_results)
+            no_progress_keys=set(data.get("no_progress_warned_keys") or ()),
         )
 
 
@@ -191,17 +198,23 @@ def identical_allowed(b: Budgets, s: Spent, key: str) -> bool:
 
 
 def record_turn_results(
-    b: Budgets, s: Spent, result_hashes: list[str], had_no_progress_error: bool
+    b: Budgets, s: Spent, result_hashes: list[str], refused_keys: Collection[str] = ()
 ) -> Verdict:
-    """After a turn's results are ready: D13 step 3. A turn whose results are all hashes seen before
-    counts as no progress; ``max_no_progress_turns`` in a row, or a repeat after a NO_PROGRESS
-    warning, stops the operation."""
-    if had_no_progress_error and s.no_progress_warned:
+    """After a turn's results are ready: D13 step 3. ``refused_keys`` are the identical-call keys this
+    turn refused with NO_PROGRESS. Proposing again a call the model was already told makes no progress
+    stops the operation (a first refusal of another call is a warning); so do ``max_no_progress_turns``
+    turns in a row whose results are all hashes seen before."""
+    if refused_keys and (
+        any(k in s.no_progress_keys for k in refused_keys)
+        # a head saved before the keys were kept: only the flag says a warning was given
+        or (s.no_progress_warned and not s.no_progress_keys)
+    ):
         return Stop("NO_PROGRESS", "the model repeated a call after being told it makes no progress")
     all_seen = bool(result_hashes) and all(h in s.seen_results for h in result_hashes)
     s.seen_results.update(result_hashes)
-    if had_no_progress_error:
+    if refused_keys:
         s.no_progress_warned = True
+        s.no_progress_keys.update(refused_keys)
     if all_seen:
         s.no_progress_turns += 1
     else:

@@ -119,6 +119,14 @@ class ToolSpec:
             raise UsageError(f"ToolSpec {self.name!r}: timeout_ms must be positive")
         if not self.schema_version:
             raise UsageError(f"ToolSpec {self.name!r}: schema_version is required")
+        for hook in ("requires_approval", "authorize", "intent_key", "redact"):
+            # These decide during planning, which does not await: an async one would return a
+            # coroutine, always truthy (authorize would allow everything) and never the same key.
+            if is_async_callable(getattr(self, hook)):
+                raise UsageError(
+                    f"ToolSpec {self.name!r}: {hook} must be a plain (sync) function; only handler and "
+                    "reconcile may be async"
+                )
         strict = _strict_model(self.params)
         object.__setattr__(self, "strict_params", strict)
         object.__setattr__(self, "json_schema", strict.model_json_schema())

@@ -74,6 +74,8 @@ def withdraw_pending(runner: Runner, op: Operation, why: str) -> None:
     for rec in op.current.records:
         if rec.status != WAITING or rec.approval_id is None:
             continue
-        approval = runner.store.get_approval(rec.approval_id)
+        # Asked in this turn and not committed yet (a stop before C1), or read from the store.
+        mine = [a for a in op.pending_approvals if a.approval_id == rec.approval_id]
+        approval = mine[-1] if mine else runner.store.get_approval(rec.approval_id)
         if approval is not None and approval.status == "pending":
             op.pending_approvals.append(withdraw(approval, now, why))

@@ -21,9 +21,10 @@ from ..core.guards import (
     Stop,
     check_tool_calls,
 )
+from ..core.idempotency import LedgerStatus
 from ..core.states import State
 from ..core.types import ModelTurn, error_result
-from .crash import crash_point
+from .crash import crash_point, ledger_disabled
 from .execute import seal
 from .operation import PLANNED, WAITING, CallRecord, CurrentTurn, Operation
 from .results import call_arguments_json
@@ -67,7 +68,7 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
             seal(runner, op, turn, rec, item.spec, error_result(item.code, item.message))
             continue
         rec.idempotency_key = item.idempotency_key
-        if isinstance(item, NeedsApproval):
+        if isinstance(item, NeedsApproval) and not _already_done(runner, op, item.idempotency_key):
             approval = PendingApproval(
                 approval_id=runner.ids.new_id("apr"),
                 operation_id=op.operation_id,
@@ -100,6 +101,17 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
                 runner.audit_key,
             )
     after_plan(runner, op)
+
+
+def _already_done(runner: Runner, op: Operation, key: str | None) -> bool:
+    """D13 (1): the ledger comes first. An intent it holds as SUCCEEDED replays its recorded result
+    without asking a human again: a pause (and a denial telling the model "it was not run") for an
+    effect that already happened would be wrong. The call stays PLANNED and executing replays it."""
+    if key is None or ledger_disabled():
+        return False
+    pending = [e for e in op.pending_ledger if e.key == key and e.tenant == op.tenant]
+    entry = pending[-1] if pending else runner.store.ledger_get(op.tenant, key)
+    return entry is not None and entry.status is LedgerStatus.SUCCEEDED
 
 
 def after_plan(runner: Runner, op: Operation) -> None:

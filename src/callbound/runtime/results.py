@@ -14,6 +14,7 @@ from ..core.errors import (
 )
 from ..core.guards import (
     Stop,
+    identical_key,
     record_turn_results,
 )
 from ..core.snapshot import envelope_from_dict
@@ -76,7 +77,13 @@ async def send_results(runner: Runner, op: Operation) -> None:
         runner._stop(op, "INTEGRITY", str(exc), target=State.FAILED, response_id=turn.response_id)
         await runner._flush(op)
         return
-    verdict = record_turn_results(op.budgets, op.spent, hashes, any(r.no_progress for r in records))
+    # the key _repeat_refused refused each call under (its schema version is the one it was sealed with)
+    refused = [
+        identical_key(r.tool, r.schema_version or "-", r.arguments_json or "null")
+        for r in records
+        if r.no_progress
+    ]
+    verdict = record_turn_results(op.budgets, op.spent, hashes, refused)
     results = [(first_call[(e.response_id, e.call_id)], e.model_result) for e in ordered]
     op.pending_journal.append(
         JournalRow(

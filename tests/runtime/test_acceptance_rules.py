@@ -1,0 +1,301 @@
+"""Rules an acceptance pass (scenarios written from the issues, black-box) found broken, one test each.
+
+Each test names the rule it pins: an issue section or a DECISIONS.md number.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ConfigDict, computed_field
+
+import callbound as cb
+from callbound.core.ids import SequentialIds
+from callbound.stores.memory import MemoryStore
+
+from .helpers import (
+    Counter,
+    OrderArgs,
+    calls,
+    error_code,
+    fc,
+    final,
+    get_order_tool,
+    last_outputs,
+    make,
+    refund_tool,
+    response,
+    stream_events,
+    write_tool,
+)
+
+A1 = {"order_id": "A1"}
+REFUND = {"order_id": "A1", "amount": 40.0}
+
+
+# ---- D4: nothing a handler returns escapes the loop ------------------------------------------------
+
+
+class _Opaque:
+    pass
+
+
+class _Unserialisable(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    x: _Opaque
+
+
+class _RaisingField(BaseModel):
+    a: int = 1
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def b(self) -> int:
+        raise RuntimeError("secret inside a computed field")
+
+
+@pytest.mark.parametrize("risk", ["read", "write"])
+@pytest.mark.parametrize("make_value", [lambda: _Unserialisable(x=_Opaque()), lambda: _RaisingField()])
+async def test_d4_a_returned_model_that_cannot_be_dumped_is_a_handler_error(
+    risk: str, make_value: Any
+) -> None:
+    def handler(args: OrderArgs, ctx: cb.CallContext) -> Any:
+        return make_value()
+
+    spec = cb.ToolSpec(
+        name="t",
+        description="t",
+        params=OrderArgs,
+        handler=handler,
+        schema_version="t1",
+        risk=risk,  # type: ignore[arg-type]
+    )
+    h = make([calls("resp_1", fc("call_1", "t", A1)), final("resp_2")], [spec])
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    result = last_outputs(h.model)["call_1"]
+    assert error_code(result) == "HANDLER_ERROR"
+    assert ("effect was applied" in result["error"]["message"]) is (risk == "write")
+    assert "secret" not in str(h.model.requests)
+
+
+# ---- D5: a number the handler would see as another number never runs ------------------------------
+
+
+async def test_d5_an_integral_float_beyond_2_53_is_invalid_arguments() -> None:
+    class N(BaseModel):
+        n: int
+
+    seen: list[int] = []
+    spec = cb.ToolSpec(
+        name="t",
+        description="t",
+        params=N,
+        handler=lambda args, ctx: seen.append(args.n) or {"ok": 1},
+        schema_version="t1",
+    )
+    h = make([calls("resp_1", fc("call_1", "t", raw='{"n": 9007199254740993.0}')), final("resp_2")], [spec])
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED and seen == []
+    assert error_code(last_outputs(h.model)["call_1"]) == "INVALID_ARGUMENTS"
+
+
+# ---- D13 (1): the ledger comes before asking a human -------------------------------------------------
+
+
+async def test_d13_an_irreversible_intent_already_carried_out_replays_without_a_new_approval() -> None:
+    refunds = Counter()
+    store = MemoryStore()
+    intent = {"intent_key": lambda args, ctx: f"refund-{args.order_id}"}
+    first = make(
+        [calls("resp_1", fc("call_1", "refund", REFUND)), final("resp_2")],
+        [refund_tool(refunds, **intent)],
+        store=store,
+    )
+    out = await first.run()
+    (pending,) = out.pending_approvals
+    out = await first.runner.resume(
+        out.operation_id, [cb.Decision.approve(pending.approval_id, approver="alice")]
+    )
+    assert out.state == cb.State.COMPLETED and refunds.n == 1
+    second = make(
+        [calls("resp_3", fc("call_9", "refund", REFUND)), final("resp_4")],
+        [refund_tool(refunds, **intent)],
+        store=store,
+        ids=SequentialIds(1000),
+    )
+    out = await second.run()
+    assert out.state == cb.State.COMPLETED  # no second pause, no human asked again
+    assert refunds.n == 1
+    assert last_outputs(second.model)["call_9"]["ok"] is True  # the recorded result, replayed
+
+
+# ---- D13 (3): a stop needs a repeat of the call the model was warned about ---------------------------
+
+
+async def test_d13_a_first_no_progress_of_another_call_does_not_stop_the_operation() -> None:
+    reads = Counter()
+    b1 = {"order_id": "B1"}
+    script = [
+        calls("resp_1", fc("c1", "get_order", A1)),
+        calls("resp_2", fc("c2", "get_order", A1)),  # refused: NO_PROGRESS (a warning)
+        calls("resp_3", fc("c3", "get_order", {"order_id": "C1"})),
+        calls("resp_4", fc("c4", "get_order", b1)),
+        calls("resp_5", fc("c5", "get_order", b1)),  # B1 refused for the first time: a warning too
+        final("resp_6"),
+    ]
+    h = make(script, [get_order_tool(reads)], budgets=cb.Budgets(max_identical_calls=1))
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED, out.reason
+    assert reads.calls == ["A1", "C1", "B1"]
+
+
+async def test_d13_repeating_the_warned_call_stops() -> None:
+    script = [
+        calls("resp_1", fc("c1", "get_order", A1)),
+        calls("resp_2", fc("c2", "get_order", A1)),
+        calls("resp_3", fc("c3", "get_order", A1)),
+        final("resp_4"),
+    ]
+    h = make(script, [get_order_tool()], budgets=cb.Budgets(max_identical_calls=1))
+    out = await h.run()
+    assert (out.state, out.reason) == (cb.State.STOPPED, "NO_PROGRESS")
+
+
+# ---- D3, D17: no approval stays pending on an ended operation ----------------------------------------
+
+
+async def test_d17_a_mixed_turn_stopped_by_an_unknown_write_withdraws_the_waiting_approval() -> None:
+    def broken(args: OrderArgs, ctx: cb.CallContext) -> Any:
+        raise RuntimeError("downstream timeout")
+
+    h = make(
+        [calls("resp_1", fc("call_1", "refund", REFUND), fc("call_2", "set_note", A1)), final("resp_2")],
+        [refund_tool(), write_tool(handler=broken)],
+    )
+    out = await h.run()
+    assert (out.state, out.reason) == (cb.State.STOPPED, "OUTCOME_UNKNOWN")
+    assert h.store.list_approvals(status="pending") == []
+    (withdrawn,) = h.store.list_approvals(status=None)
+    assert withdrawn.status == "withdrawn"
+
+
+# ---- D27: missing usage is null, never a cost of 0 ---------------------------------------------------
+
+
+async def test_d27_a_turn_without_usage_has_no_cost() -> None:
+    body = final("resp_1")
+    del body["usage"]
+    h = make([body], [get_order_tool()], prices={"gpt-test": cb.Price(Decimal(1), Decimal(2))})
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    assert out.usage.cost is None and out.usage.input_tokens is None
+
+
+# ---- D4: observers and misuse ----------------------------------------------------------------------
+
+
+async def test_d4_an_observer_that_raises_does_not_stop_the_loop() -> None:
+    def boom(*_: Any) -> None:
+        raise RuntimeError("observer bug")
+
+    notes = Counter()
+    h = make(
+        [stream_events(calls("resp_1", fc("call_1", "set_note", A1))), final("resp_2")],
+        [write_tool(notes)],
+        on_transition=boom,
+        on_progress=boom,
+        settings={"stream": True},
+    )
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED and notes.n == 1
+
+
+async def test_d4_reusing_an_operation_id_is_a_usage_error() -> None:
+    h = make([final("resp_1"), final("resp_2")], [get_order_tool()])
+    await h.run(operation_id="op_fixed")
+    with pytest.raises(cb.UsageError) as caught:
+        await h.run(operation_id="op_fixed")
+    assert isinstance(caught.value, cb.OperationExists) and isinstance(caught.value, cb.StoreError)
+
+
+@pytest.mark.parametrize("hook", ["requires_approval", "authorize", "intent_key", "redact"])
+def test_async_policy_hooks_of_a_tool_are_refused_when_defined(hook: str) -> None:
+    async def no(*_: Any) -> bool:
+        return False
+
+    with pytest.raises(cb.UsageError, match=hook):
+        refund_tool(**{hook: no})
+
+
+@pytest.mark.parametrize("hook", ["authorize", "approver_allowed"])
+def test_async_policy_hooks_are_refused_when_defined(hook: str) -> None:
+    async def no(*_: Any) -> bool:
+        return False
+
+    with pytest.raises(cb.UsageError, match=hook):
+        cb.Policy(**{hook: no})
+
+
+async def test_a_sync_authorize_hook_handing_back_a_coroutine_denies() -> None:
+    async def no(*_: Any) -> bool:
+        return False
+
+    notes = Counter()
+    h = make(
+        [calls("resp_1", fc("call_1", "set_note", A1)), final("resp_2")],
+        [write_tool(notes, authorize=lambda args, ctx: no())],
+    )
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED and notes.n == 0
+    assert error_code(last_outputs(h.model)["call_1"]) == "DENIED"
+
+
+# ---- issue 2 §2: an unfinished call never runs -----------------------------------------------------
+
+
+@pytest.mark.parametrize("status", ["incomplete", "in_progress"])
+async def test_a_responses_call_item_that_says_it_is_unfinished_never_runs(status: str) -> None:
+    notes = Counter()
+    h = make([response("resp_1", [{**fc("call_1", "set_note", A1), "status": status}])], [write_tool(notes)])
+    out = await h.run()
+    assert (out.state, out.reason) == (cb.State.INCOMPLETE, "CALL_INCOMPLETE")
+    assert notes.n == 0
+
+
+# ---- D13: two operations claiming one intent at the same moment ------------------------------------
+
+
+async def test_d13_an_intent_claimed_by_another_operation_meanwhile_is_decided_again() -> None:
+    """Operation 2 reads the ledger before operation 1's entry lands (simulated: its first read sees
+    nothing). Its STARTED claim is refused by the store (IntentTaken); it reloads, decides again and
+    replays operation 1's result instead of paying a second time."""
+    notes = Counter()
+    store = MemoryStore()
+    intent = {"intent_key": lambda args, ctx: f"note-{args.order_id}"}
+    first = make(
+        [calls("resp_1", fc("call_1", "set_note", A1)), final("resp_2")],
+        [write_tool(notes, **intent)],
+        store=store,
+    )
+    assert (await first.run()).state == cb.State.COMPLETED
+    real_get = store.ledger_get
+    blind = {"reads": 0}
+
+    def stale_read(tenant: str, key: str) -> Any:
+        blind["reads"] += 1
+        return None if blind["reads"] == 1 else real_get(tenant, key)
+
+    store.ledger_get = stale_read  # type: ignore[method-assign]
+    second = make(
+        [calls("resp_3", fc("call_9", "set_note", A1)), final("resp_4")],
+        [write_tool(notes, **intent)],
+        store=store,
+        ids=SequentialIds(1000),
+    )
+    out = await second.run()
+    assert out.state == cb.State.COMPLETED
+    assert notes.n == 1  # never twice
+    assert last_outputs(second.model)["call_9"] == {"ok": True, "data": {"noted": "A1"}}
