@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -55,6 +56,14 @@ def test_decide(status: LedgerStatus, action: LedgerAction) -> None:
 )
 def test_decide_entry_held_by_another_running_operation(status: LedgerStatus, action: LedgerAction) -> None:
     assert decide(entry(status), held_elsewhere=True) is action
+
+
+def test_d16_an_unknown_entry_whose_handler_is_still_alive_is_in_progress_elsewhere() -> None:
+    alive = replace(entry(LedgerStatus.UNKNOWN), handler_alive=True)
+    assert decide(alive, held_elsewhere=True) is LedgerAction.IN_PROGRESS
+    assert decide(alive) is LedgerAction.RECONCILE  # its own operation, resumed: the thread is gone
+    assert LedgerEntry.from_dict(alive.to_dict()) == alive
+    assert "handler_alive" not in entry(LedgerStatus.UNKNOWN).to_dict()  # rows as before unless set
 
 
 def test_every_status_has_a_rule_and_only_failed_or_missing_runs() -> None:

@@ -5,6 +5,7 @@ Each test names the rule it pins: an issue section or a DECISIONS.md number.
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
 from typing import Any
 
@@ -299,3 +300,141 @@ async def test_d13_an_intent_claimed_by_another_operation_meanwhile_is_decided_a
     assert out.state == cb.State.COMPLETED
     assert notes.n == 1  # never twice
     assert last_outputs(second.model)["call_9"] == {"ok": True, "data": {"noted": "A1"}}
+
+
+# ---- D16: a handler still alive after its timeout holds its intent against every other operation ---
+
+
+async def test_d16_an_intent_whose_handler_is_still_running_is_in_progress_for_other_operations() -> None:
+    import threading
+
+    release = threading.Event()
+    paid: list[str] = []
+
+    def slow_pay(args: OrderArgs, ctx: cb.CallContext) -> Any:
+        release.wait(5)
+        paid.append(ctx.operation_id)
+        return {"paid": args.order_id}
+
+    store = MemoryStore()
+    intent = {"intent_key": lambda args, ctx: f"pay-{args.order_id}", "timeout_ms": 50}
+    first = make(
+        [calls("resp_1", fc("call_1", "set_note", A1)), final("resp_2")],
+        [write_tool(handler=slow_pay, **intent)],
+        store=store,
+        grace_s=0.05,
+    )
+    out = await first.run()
+    assert (out.state, out.reason) == (cb.State.STOPPED, "OUTCOME_UNKNOWN")
+    entry = store.ledger_get("acme", "ik_pay-A1")
+    assert entry is not None and entry.handler_alive
+    second = make(
+        [calls("resp_3", fc("call_9", "set_note", A1)), final("resp_4")],
+        [write_tool(handler=slow_pay, **intent)],
+        store=store,
+        ids=SequentialIds(1000),
+    )
+    out = await second.run()
+    release.set()
+    assert out.state == cb.State.COMPLETED
+    assert error_code(last_outputs(second.model)["call_9"]) == "IN_PROGRESS"
+    for _ in range(100):
+        if paid:
+            break
+        await asyncio.sleep(0.01)
+    assert len(paid) == 1  # only the first operation's late thread paid
+
+
+# ---- D16, D14: reconcile runs like a handler, under the tool's timeout ------------------------------
+
+
+async def test_d16_a_reconcile_that_hangs_is_bounded_by_the_tool_timeout() -> None:
+    import threading
+
+    hang = threading.Event()
+
+    def broken(args: OrderArgs, ctx: cb.CallContext) -> Any:
+        raise ConnectionError("reset")
+
+    def lookup(key: str, ctx: cb.CallContext) -> Any:
+        hang.wait(5)
+        return {"found": True}
+
+    h = make(
+        [calls("resp_1", fc("call_1", "set_note", A1)), final("resp_2")],
+        [write_tool(handler=broken, reconcile=lookup, timeout_ms=50)],
+        grace_s=0.05,
+    )
+    started = asyncio.get_running_loop().time()
+    out = await h.run()
+    hang.set()
+    assert (out.state, out.reason) == (cb.State.STOPPED, "OUTCOME_UNKNOWN")
+    assert asyncio.get_running_loop().time() - started < 3
+
+
+# ---- D13: two tools whose intent keys collide ------------------------------------------------------
+
+
+async def test_d13_an_intent_key_another_tool_holds_is_refused_not_replayed() -> None:
+    notes, tags = Counter(), Counter()
+    same = {"intent_key": lambda args, ctx: f"order-{args.order_id}"}
+    h = make(
+        [
+            calls("resp_1", fc("call_1", "set_note", A1)),
+            calls("resp_2", fc("call_2", "set_tag", A1)),
+            final("resp_3"),
+        ],
+        [write_tool(notes, **same), write_tool(tags, name="set_tag", schema_version="tag-v1", **same)],
+    )
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED  # not FAILED(INTEGRITY)
+    assert (notes.n, tags.n) == (1, 0)
+    result = last_outputs(h.model)["call_2"]
+    assert error_code(result) == "HANDLER_ERROR" and "another tool" in result["error"]["message"]
+
+
+# ---- issue 2 §6, D17: approvers ---------------------------------------------------------------------
+
+
+async def test_d17_resume_re_checks_the_approver_under_the_resuming_policy() -> None:
+    refunds = Counter()
+    h = make([calls("resp_1", fc("call_1", "refund", REFUND)), final("resp_2")], [refund_tool(refunds)])
+    out = await h.run()
+    (pending,) = out.pending_approvals
+    h.runner.decide(cb.Decision.approve(pending.approval_id, approver="mallory"), tenant="acme")
+    strict = cb.Policy(approver_allowed=lambda approver, approval: approver == "alice")
+    again = make(h.model.responses, [refund_tool(refunds)], store=h.store, clock=h.clock, policy=strict)
+    out = await again.runner.resume(out.operation_id)
+    assert out.state == cb.State.COMPLETED
+    assert refunds.n == 0
+    assert error_code(last_outputs(again.model)["call_1"]) == "DENIED"
+
+
+@pytest.mark.parametrize("verdict,approver", [("approve", "  "), ("maybe", "alice"), ("deny", "")])
+def test_d17_a_decision_built_directly_is_checked_like_approve_and_deny(verdict: str, approver: str) -> None:
+    with pytest.raises(cb.UsageError):
+        cb.Decision("apr_1", verdict, approver)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("padded", [" user-1", "user-1 ", "user-1\n"])
+async def test_d17_a_padded_subject_name_is_still_the_subject(padded: str) -> None:
+    refunds = Counter()
+    h = make([calls("resp_1", fc("call_1", "refund", REFUND)), final("resp_2")], [refund_tool(refunds)])
+    out = await h.run()
+    (pending,) = out.pending_approvals
+    with pytest.raises(cb.UsageError, match="own call"):
+        await h.runner.resume(out.operation_id, [cb.Decision.approve(pending.approval_id, approver=padded)])
+    assert refunds.n == 0
+
+
+async def test_d17_a_stop_on_expiry_withdraws_the_expired_approval() -> None:
+    h = make(
+        [calls("resp_1", fc("call_1", "refund", REFUND)), final("resp_2")],
+        [refund_tool()],
+        policy=cb.Policy(on_approval_expired="stop"),
+    )
+    out = await h.run()
+    h.clock.advance(2 * 86400)
+    out = await h.runner.resume(out.operation_id)
+    assert (out.state, out.reason) == (cb.State.STOPPED, "APPROVAL_EXPIRED")
+    assert h.store.list_approvals(status="pending") == []

@@ -96,6 +96,17 @@ class Decision:
     approver: str
     reason: str | None = None
 
+    def __post_init__(self) -> None:
+        # The plain constructor is checked like approve() and deny(): a verdict is approve or deny
+        # (anything else is no decision at all), and someone named is accountable for it. The name is
+        # kept without surrounding whitespace, so " alice" and "alice" are one approver (D17: a padded
+        # subject name must not pass for someone else).
+        if self.verdict not in ("approve", "deny"):
+            raise UsageError(f"Decision verdict must be 'approve' or 'deny', not {self.verdict!r}")
+        if not _named(self.approver):
+            raise UsageError(f"Decision.{self.verdict} needs an approver name")
+        object.__setattr__(self, "approver", self.approver.strip())
+
     @staticmethod
     def approve(approval_id: str, approver: str, reason: str | None = None) -> Decision:
         if not _named(approver):

@@ -24,6 +24,10 @@ class LedgerEntry:
     result: dict[str, Any] | None
     attempts: int
     lease_token: int | None = None
+    # UNKNOWN because its sync handler timed out and was still alive after the grace period: the effect
+    # may still land at any moment, so no other operation may reconcile or re-run it (D16); only a
+    # human, or the operation itself once resumed elsewhere, settles it.
+    handler_alive: bool = False
     # Not saved: a STARTED entry written after the ledger held nothing for its key. The store then
     # refuses the commit (IntentTaken) if another operation's entry appeared meanwhile.
     claim: bool = field(default=False, compare=False)
@@ -38,6 +42,7 @@ class LedgerEntry:
             "result": self.result,
             "attempts": self.attempts,
             "lease_token": self.lease_token,
+            **({"handler_alive": True} if self.handler_alive else {}),
         }
 
     @staticmethod
@@ -51,6 +56,7 @@ class LedgerEntry:
             d.get("result"),
             int(d["attempts"]),
             d.get("lease_token"),
+            bool(d.get("handler_alive", False)),
         )
 
 
@@ -69,11 +75,15 @@ def decide(entry: LedgerEntry | None, *, held_elsewhere: bool = False) -> Ledger
     reconciled, never re-run blindly. A STARTED entry of another operation that has not ended
     (``held_elsewhere``) may be inside its handler right now: reconciling would find nothing yet and
     run the effect a second time, so it is left alone (D16: never reconcile while the original may
-    still be running; D21: only its own operation's recovery, after its lease expired, settles it)."""
+    still be running; D21: only its own operation's recovery, after its lease expired, settles it).
+    An UNKNOWN entry of another operation whose handler was still alive when that operation gave up on
+    it (``handler_alive``) is held elsewhere the same way, whether or not that operation has ended."""
     if entry is None or entry.status is LedgerStatus.FAILED:
         return LedgerAction.RUN
     if entry.status is LedgerStatus.SUCCEEDED:
         return LedgerAction.REPLAY
-    if entry.status is LedgerStatus.STARTED and held_elsewhere:
+    if held_elsewhere and (
+        entry.status is LedgerStatus.STARTED or (entry.status is LedgerStatus.UNKNOWN and entry.handler_alive)
+    ):
         return LedgerAction.IN_PROGRESS
     return LedgerAction.RECONCILE

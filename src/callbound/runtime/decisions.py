@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ..core.approvals import Decision, PendingApproval, record_decision, withdraw
 from ..core.errors import UnknownApproval, UsageError
 from ..core.states import TERMINAL
-from .operation import WAITING, Operation
+from .operation import Operation
 from .outcome import ApproverNotAllowed, Policy
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None
 
 def check_approver(policy: Policy, approver: str, approval: PendingApproval) -> None:
     """Raise ``ApproverNotAllowed`` unless ``approver`` may decide ``approval`` (D17)."""
-    if approver == approval.subject and not policy.allow_self_approval:
+    if approver.strip() == approval.subject.strip() and not policy.allow_self_approval:
         raise ApproverNotAllowed(
             f"{approver!r} proposed this operation and may not approve its own call (Policy.allow_self_approval)"
         )
@@ -72,7 +72,9 @@ def withdraw_pending(runner: Runner, op: Operation, why: str) -> None:
         return
     now = runner.clock.now()
     for rec in op.current.records:
-        if rec.status != WAITING or rec.approval_id is None:
+        # Not only WAITING records: a turn resolved on expiry seals its records before the stop
+        # (Policy(on_approval_expired="stop")), and their approvals are still pending in the store.
+        if rec.approval_id is None:
             continue
         # Asked in this turn and not committed yet (a stop before C1), or read from the store.
         mine = [a for a in op.pending_approvals if a.approval_id == rec.approval_id]

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..core.binding import TrustedCall, make_envelope
 from ..core.canonical import canonical_bytes
 from ..core.dispatch import HANDLER_ERROR, IN_PROGRESS, NO_PROGRESS, RESULT_TOO_LARGE, TIMEOUT
-from ..core.errors import NotApplied
 from ..core.guards import identical_allowed, identical_key, result_cap
 from ..core.idempotency import LedgerAction, LedgerEntry, LedgerStatus, decide
 from ..core.registry import CallContext, ToolSpec
@@ -26,7 +26,7 @@ from ..core.states import TERMINAL
 from ..core.types import ModelTurn, ToolCall, error_result, ok_result
 from .crash import crash_point, ledger_disabled
 from .operation import DONE, PLANNED, RUNNING, UNKNOWN, CallRecord, Operation
-from .tools import HandlerOutcome, call_maybe_async, to_jsonable
+from .tools import HandlerOutcome, to_jsonable
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -226,7 +226,15 @@ def _ledger(
 ) -> LedgerEntry:
     assert rec.idempotency_key is not None
     entry = LedgerEntry(
-        rec.idempotency_key, op.tenant, spec.name, op.operation_id, status, result, attempts, op.fence, claim
+        rec.idempotency_key,
+        op.tenant,
+        spec.name,
+        op.operation_id,
+        status,
+        result,
+        attempts,
+        op.fence,
+        claim=claim,
     )
     op.pending_ledger.append(entry)
     return entry
@@ -246,9 +254,13 @@ async def _reconcile(
     if spec.reconcile is None or rec.idempotency_key is None:
         rec.status = UNKNOWN
         return False
-    try:
-        found = await call_maybe_async(spec.reconcile, rec.idempotency_key, _ctx(runner, op, rec, spec))
-    except NotApplied:
+    # Through the executor, like a handler: under the tool's timeout and the deadline (D14), and a
+    # sync reconcile in a worker thread, not on the event loop (where it would also stop the lease's
+    # heartbeat). A timeout or any failure means nobody can tell.
+    checked = await runner.executor.run(
+        spec.reconcile, rec.idempotency_key, _ctx(runner, op, rec, spec), _timeout_s(op, spec)
+    )
+    if checked.kind == "not_applied":
         _ledger(op, rec, spec, LedgerStatus.FAILED, None, attempts)
         rec.effect, rec.producer = "not_applied", "reconcile"
         seal(
@@ -263,10 +275,10 @@ async def _reconcile(
             ),
         )
         return True
-    except Exception:  # LookupError or anything else: cannot tell
+    if checked.kind != "ok":  # LookupError, any other failure, or no answer in time: cannot tell
         rec.status = UNKNOWN
         return False
-    model_result, output = _result_for(spec, runner, found)
+    model_result, output = _result_for(spec, runner, checked.value)
     _ledger(op, rec, spec, LedgerStatus.SUCCEEDED, model_result, attempts)
     rec.effect, rec.producer = "reconciled", "reconcile"
     seal(runner, op, turn, rec, spec, model_result, output)
@@ -277,7 +289,11 @@ def _held_elsewhere(runner: Runner, op: Operation, entry: LedgerEntry | None) ->
     """True when ``entry`` is STARTED by another operation that has not ended: its driver may be
     inside the handler right now. An operation whose head cannot be read is taken as running (the
     safe side: a refusal, never a second effect)."""
-    if entry is None or entry.status is not LedgerStatus.STARTED or entry.operation_id == op.operation_id:
+    if entry is None or entry.operation_id == op.operation_id:
+        return False
+    if entry.status is LedgerStatus.UNKNOWN and entry.handler_alive:
+        return True  # its thread may still apply the effect, ended operation or not (D16)
+    if entry.status is not LedgerStatus.STARTED:
         return False
     stored = runner.store.load_operation(entry.operation_id)
     if stored is None:
@@ -307,6 +323,22 @@ async def _run_write(
         if pending
         else runner.store.ledger_get(op.tenant, rec.idempotency_key)
     )
+    if entry is not None and entry.tool != spec.name:
+        # Two tools named the same intent (their intent_key hooks collide): the entry is another tool's
+        # effect, whose result must not be replayed as this one's, and running this one could not be
+        # told apart from it in the ledger. Neither: the model is told, and nothing runs.
+        seal(
+            runner,
+            op,
+            turn,
+            rec,
+            spec,
+            error_result(
+                HANDLER_ERROR,
+                f"{spec.name} could not run: its intent key is already used by another tool. It was not run.",
+            ),
+        )
+        return
     action = decide(entry, held_elsewhere=_held_elsewhere(runner, op, entry))
     attempts = entry.attempts if entry else 0
     if action is LedgerAction.IN_PROGRESS:
@@ -388,10 +420,11 @@ async def _run_write(
         seal(runner, op, turn, rec, spec, error_result(HANDLER_ERROR, outcome.message or "not applied"))
         return
     # error or timeout: the effect may or may not have happened (D16)
-    _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts)
+    unknown = _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts)
     rec.effect = "unknown"
     if outcome.still_running:
         rec.status = UNKNOWN  # the thread may still apply it: nobody may reconcile yet
+        op.pending_ledger[-1] = replace(unknown, handler_alive=True)  # nor another operation
         return
     await _reconcile(
         runner, op, turn, rec, spec, attempts, TIMEOUT if outcome.kind == "timeout" else HANDLER_ERROR

@@ -25,8 +25,10 @@ from ..core.idempotency import LedgerStatus
 from ..core.states import State
 from ..core.types import ModelTurn, error_result
 from .crash import crash_point, ledger_disabled
+from .decisions import check_approver
 from .execute import seal
 from .operation import PLANNED, WAITING, CallRecord, CurrentTurn, Operation
+from .outcome import ApproverNotAllowed
 from .results import call_arguments_json
 
 if TYPE_CHECKING:
@@ -101,6 +103,16 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
                 runner.audit_key,
             )
     after_plan(runner, op)
+
+
+def _approver_still_allowed(runner: Runner, approval: PendingApproval) -> bool:
+    if approval.status != "approved":
+        return True  # only an approval lets a call run; a denial needs no approver check
+    try:
+        check_approver(runner.policy, approval.approver or "", approval)
+    except ApproverNotAllowed:
+        return False
+    return True
 
 
 def _already_done(runner: Runner, op: Operation, key: str | None) -> bool:
@@ -189,6 +201,10 @@ async def approvals_ready(runner: Runner, op: Operation) -> bool:
                 "APPROVAL_STALE": "the tool or policy changed since approval was asked; it was not run",
                 "DENIED": f"a human denied this call{': ' + a.reason if a.reason else ''}; it was not run",
             }.get(code or "", "")
+            if code is None and not _approver_still_allowed(runner, a):
+                # issue 2 §6: resume re-validates the approver too, under the resuming runner's policy
+                # (a decision recorded through a laxer app, or a hook that now says no).
+                code, message = "DENIED", f"{a.approver!r} may not approve this call; it was not run"
             if code is None:
                 # Re-validate schema and authorization against today's registry and policy.
                 item = plan_call(
