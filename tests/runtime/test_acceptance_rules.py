@@ -438,3 +438,35 @@ async def test_d17_a_stop_on_expiry_withdraws_the_expired_approval() -> None:
     out = await h.runner.resume(out.operation_id)
     assert (out.state, out.reason) == (cb.State.STOPPED, "APPROVAL_EXPIRED")
     assert h.store.list_approvals(status="pending") == []
+
+
+# ---- D20, D28: audit verify on untouched and on tampered stores --------------------------------------
+
+
+async def test_d20_verify_is_clean_after_a_denial() -> None:
+    from callbound.runtime.verify import verify_store
+
+    h = make([calls("resp_1", fc("call_1", "refund", REFUND)), final("resp_2")], [refund_tool()])
+    out = await h.run()
+    (pending,) = out.pending_approvals
+    out = await h.runner.resume(out.operation_id, [cb.Decision.deny(pending.approval_id, approver="alice")])
+    assert out.state == cb.State.COMPLETED
+    assert verify_store(h.store) == []
+
+
+async def test_d20_verify_names_a_ledger_entry_set_back_from_succeeded() -> None:
+    from dataclasses import replace as dc_replace
+
+    from callbound.core.idempotency import LedgerStatus
+    from callbound.runtime.verify import verify_store
+
+    notes = Counter()
+    h = make([calls("resp_1", fc("call_1", "set_note", A1)), final("resp_2")], [write_tool(notes)])
+    out = await h.run()
+    assert verify_store(h.store) == []
+    ((key, entry),) = [(k, e) for (t, k), e in h.store._ledger.items() if t == "acme"]
+    forged = dc_replace(entry, status=LedgerStatus.FAILED, result=None)
+    h.store._ledger[("acme", key)] = forged  # what an edit of the ledger row does
+    problems = verify_store(h.store)
+    assert [p.where for p in problems] == [f"ledger {key}"]
+    assert out.state == cb.State.COMPLETED and notes.n == 1

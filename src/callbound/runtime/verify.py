@@ -28,6 +28,10 @@ class Problem:
     why: str
 
 
+# Effects of a result after which its intent is done for good: the ledger entry must be SUCCEEDED.
+_DONE = frozenset({"applied", "reconciled", "replayed"})
+
+
 def _args_json(arguments: Any) -> str | None:
     if arguments is None:
         return None
@@ -81,12 +85,25 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
                     problems.append(Problem(operation_id, where, "no stored model turn proposed this call"))
                     continue
                 ledger_key = p.get("idempotency_key")
-                if ledger_key is not None:
+                effect = p.get("effect", "none")
+                # Calls that never reached the ledger (denied, expired, stale, refused as repeats,
+                # IN_PROGRESS elsewhere) have no entry of their own to check (as results.ledger_key).
+                if ledger_key is not None and effect != "none":
                     entry = store.ledger_get(head["tenant"], ledger_key)
                     if entry is None:
                         problems.append(Problem(operation_id, where, "idempotency key is not in the ledger"))
+                    elif effect in _DONE and entry.status is not LedgerStatus.SUCCEEDED:
+                        # an effect that happened can only be SUCCEEDED (nothing overwrites that): an entry
+                        # set back would let the next proposal of the intent run it again
+                        problems.append(
+                            Problem(
+                                operation_id,
+                                f"ledger {ledger_key}",
+                                f"the result says the effect was {effect} but the ledger says {entry.status.value}",
+                            )
+                        )
                     elif entry.status is LedgerStatus.SUCCEEDED and entry.result is not None:
-                        replayed = p.get("producer") == "ledger"
+                        replayed = effect == "replayed"
                         if replayed or entry.operation_id == operation_id:
                             ledger_results.setdefault((ledger_key, replayed), set()).add(
                                 p.get("result_sha256")
