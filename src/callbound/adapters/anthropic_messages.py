@@ -41,6 +41,7 @@ from .anthropic_stream import MessageStream
 from .base import (
     QUOTA_CODES,
     StreamCaps,
+    capped,
     decode_body,
     failure_turn,
     http_retryable,
@@ -226,7 +227,10 @@ class _Assembler(MessageStream):
         if not self._stopped:
             return stream_cut_turn(API, prov, raw_sha256, rid)
         msg, raw_inputs = self.message()
-        return turn_from_message(msg, raw_sha256, raw_inputs)
+        # Deltas are counted as they come; a tool_use whose input arrived whole (content_block_start,
+        # message_start) is not: the finished turn gets the caps a plain body gets (issue 3 §4).
+        caps = StreamCaps(self._max_call_bytes, self._max_response_bytes)
+        return capped(turn_from_message(msg, raw_sha256, raw_inputs), caps)
 
 
 def _messages(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:

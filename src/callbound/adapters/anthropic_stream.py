@@ -96,6 +96,12 @@ class MessageStream:
     def aborted(self) -> bool:
         return self._aborted
 
+    @property
+    def complete(self) -> bool:
+        """The terminal event came: nothing after it changes the turn, so a reader may stop (a
+        server that keeps the connection open must not hold a finished turn back)."""
+        return self._stopped
+
     def feed(self, event: dict[str, Any] | str) -> list[Progress]:
         if not isinstance(event, dict) or self._aborted:
             return []

@@ -25,6 +25,7 @@ from ..core.types import (
 )
 from .base import (
     StreamCaps,
+    capped,
     join_fragments,
     stream_cut_turn,
     too_large_turn,
@@ -96,6 +97,12 @@ class _Assembler:
     @property
     def aborted(self) -> bool:
         return self._aborted
+
+    @property
+    def complete(self) -> bool:
+        """The terminal event came: nothing after it changes the turn, so a reader may stop (a
+        server that keeps the connection open must not hold a finished turn back)."""
+        return self._terminal is not None
 
     def _item(self, index: int) -> dict[str, Any]:
         item = self._items.get(index)
@@ -284,7 +291,9 @@ class _Assembler:
         if not items and isinstance(inter.get("steps" if not self._legacy else "outputs"), list):
             # No step events, but the terminal event carries the steps itself (the SDK's
             # InteractionSseEventInteraction may include them): those are the turn.
-            return turn_from_interaction(inter, raw_sha256, model=self._model)
+            # whole arguments (step.start, or a terminal event carrying its steps) are not counted as
+            # deltas are: the finished turn gets the plain body's caps (issue 3 §4)
+            return capped(turn_from_interaction(inter, raw_sha256, model=self._model), self._caps)
         if self._legacy:
             inter.pop("steps", None)
             inter["outputs"] = items
@@ -292,4 +301,7 @@ class _Assembler:
         # argument text by position in items, so each call is parsed from its own text.
         positions = {i: pos for pos, i in enumerate(order)}
         raw = {positions[i]: text for i, text in self._raw.items()}
-        return turn_from_interaction(inter, raw_sha256, model=self._model, items=items, raw_arguments=raw)
+        return capped(
+            turn_from_interaction(inter, raw_sha256, model=self._model, items=items, raw_arguments=raw),
+            self._caps,
+        )

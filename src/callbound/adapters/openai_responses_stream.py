@@ -93,6 +93,12 @@ class _Assembler:
     def aborted(self) -> bool:
         return self._aborted
 
+    @property
+    def complete(self) -> bool:
+        """The terminal event came: nothing after it changes the turn, so a reader may stop (a
+        server that keeps the connection open must not hold a finished turn back)."""
+        return self._terminal is not None
+
     def _index(self, event: dict[str, Any]) -> int | None:
         idx = _output_index(event.get("output_index"))
         if idx is not None:

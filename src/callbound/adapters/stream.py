@@ -100,6 +100,12 @@ class StreamFeed:
         """A byte cap tripped: the caller may stop reading (``finish`` says TRUNCATED)."""
         return self.assembler.aborted
 
+    @property
+    def complete(self) -> bool:
+        """The assembler saw its API's terminal event (Gemini's terminal is the end of the stream, so
+        its assembler has no such property: reading goes on until the stream ends)."""
+        return bool(getattr(self.assembler, "complete", False))
+
     def feed(self, chunk: bytes) -> None:
         self._digest.update(chunk)
         self._dispatch(self._reader.feed_events(chunk, self._recognise))

@@ -51,6 +51,10 @@ def parse_input(api: str, data: bytes) -> dict[str, Any]:
     stream = StreamFeed(adapter.stream_assembler())
     try:
         stream.feed(data)
+        if kind == "jsonl" and api == "openai-chat" and "[DONE]" not in text:
+            # JSON-lines hold the JSON payloads only, and Chat's end marker is not JSON, so a recording in
+            # that form never carries it: supply it. A stream without a finish_reason stays cut.
+            stream.feed(b"\n[DONE]\n")
         stream.close()
     except ProtocolViolation as exc:
         raise UsageError(f"cannot read the stream: {exc}") from exc

@@ -190,8 +190,8 @@ async def feed_stream(
             if not chunk:
                 continue
             stream.feed(chunk)
-            if stream.aborted:
-                break
+            if stream.aborted or stream.complete:
+                break  # a cap tripped, or the turn is finished: a connection left open holds nothing back
         else:
             stream.close()
     except ProtocolViolation:
