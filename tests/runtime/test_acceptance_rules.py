@@ -470,3 +470,28 @@ async def test_d20_verify_names_a_ledger_entry_set_back_from_succeeded() -> None
     problems = verify_store(h.store)
     assert [p.where for p in problems] == [f"ledger {key}"]
     assert out.state == cb.State.COMPLETED and notes.n == 1
+
+
+# ---- D21: run() and a worker that claims the new operation first ------------------------------------
+
+
+async def test_d21_run_returns_the_outcome_when_a_worker_claimed_its_new_operation_first() -> None:
+    notes = Counter()
+    store = MemoryStore()
+    script = [calls("resp_1", fc("call_1", "set_note", A1)), final("resp_2")]
+    worker = make(script, [write_tool(notes)], store=store)
+    main = make(script, [write_tool(notes)], store=store)
+    real_hold = store.hold
+    tasks: list[asyncio.Task[cb.Outcome]] = []
+
+    def hold(operation_id: str, owner: str, lease_s: float, replacing: str | None = None) -> Any:
+        if not tasks:  # the worker's poll claims the operation the moment it exists
+            tasks.append(asyncio.get_running_loop().create_task(worker.runner.resume(operation_id)))
+            return None
+        return real_hold(operation_id, owner, lease_s, replacing=replacing)
+
+    store.hold = hold  # type: ignore[method-assign]
+    out = await main.run()  # was: OperationBusy, and a caller retrying with a new id pays twice
+    assert out.state == cb.State.COMPLETED and out.text == "Done."
+    assert (await tasks[0]).state == cb.State.COMPLETED
+    assert notes.n == 1

@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 from ..core.errors import OperationBusy, StoreError
+from ..core.states import TERMINAL, State
 
 log = logging.getLogger("callbound.lease")
 
@@ -131,3 +132,14 @@ async def _renew(store: Any, operation_id: str, owner: str, fence: int, lease_s:
                 return
         except StoreError as exc:
             log.warning("operation %s: cannot renew the lease: %s", operation_id, exc)
+
+
+async def until_paused_or_ended(store: Any, operation_id: str, poll_s: float = 0.05) -> None:
+    """Wait while another driver (a worker that claimed the operation first) works on it: until it is
+    WAITING_APPROVAL or has ended."""
+    while True:
+        stored = store.load_operation(operation_id)
+        state = stored.head.get("state") if stored is not None else None
+        if state in TERMINAL or state == State.WAITING_APPROVAL:
+            return
+        await asyncio.sleep(poll_s)

@@ -53,6 +53,23 @@ class Price:
     output_per_mtok: Decimal
 
 
+def priced(usage: Usage, price: Price | None) -> Usage:
+    """The usage with its cost from ``price`` where the provider gave none. Missing usage stays null,
+    never a cost of 0 (D27)."""
+    if (
+        price is None
+        or usage.cost is not None
+        or (usage.input_tokens is None and usage.output_tokens is None)
+    ):
+        return usage
+    cost = Decimal(0)
+    if usage.input_tokens:
+        cost += price.input_per_mtok * usage.input_tokens / Decimal(1_000_000)
+    if usage.output_tokens:
+        cost += price.output_per_mtok * usage.output_tokens / Decimal(1_000_000)
+    return Usage(usage.input_tokens, usage.output_tokens, cost)
+
+
 @dataclass(frozen=True, repr=False)
 class Outcome:
     state: State

@@ -13,7 +13,6 @@ import logging
 import os
 import random
 from collections.abc import Callable, Sequence
-from decimal import Decimal
 from typing import Any
 
 from ..core.approvals import Decision, PendingApproval
@@ -23,6 +22,7 @@ from ..core.dispatch import (
 )
 from ..core.errors import (
     IntentTaken,
+    OperationBusy,
     StoreError,
     UsageError,
 )
@@ -39,7 +39,7 @@ from ..core.model import ModelClient, RequestMeta
 from ..core.registry import Registry
 from ..core.snapshot import turn_to_dict
 from ..core.states import TERMINAL, State
-from ..core.types import ModelTurn, Progress, RawFailure, Transition, Usage
+from ..core.types import ModelTurn, Progress, RawFailure, Transition
 from ..stores.base import JournalRow, Store
 from ..stores.memory import MemoryStore
 from .cancel import cancel
@@ -47,9 +47,9 @@ from .clock import Clock, SystemClock
 from .crash import crash_point
 from .decisions import check_approver, record, withdraw_pending
 from .executing import execute_step, writes_only
-from .lease import driving
+from .lease import driving, until_paused_or_ended
 from .operation import Operation
-from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of
+from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, priced
 from .planning import approvals_ready, plan
 from .results import send_results
 from .retry import backoff_delay
@@ -132,10 +132,8 @@ class Runner:
             raise UsageError("lease_s must be positive")
         # run/resume hold the operation's lease for this long past each renewal (D21, runtime/lease.py)
         self.lease_s = lease_s
-        self._segments: dict[str, float] = {}
-        self._turn_plain: tuple[ModelTurn, dict[str, Any]] | None = (
-            None  # operation id -> monotonic start of the active segment
-        )
+        self._segments: dict[str, float] = {}  # operation id -> monotonic start of the active segment
+        self._turn_plain: tuple[ModelTurn, dict[str, Any]] | None = None
         # Rendered once: raises UnsupportedSchema now rather than on the first live call (D9).
         self.tools = self.adapter.render_tools(registry.declarations())
 
@@ -146,10 +144,16 @@ class Runner:
     ) -> Outcome:
         op = self._new_operation(input, tenant, subject, operation_id)
         await self._flush(op)
-        async with driving(self.store, op.operation_id, self.lease_s) as fence:
-            if fence is not None:
-                op.fence = fence
-            return await self._drive(op)
+        try:
+            async with driving(self.store, op.operation_id, self.lease_s) as fence:
+                if fence is not None:
+                    op.fence = fence
+                return await self._drive(op)
+        except OperationBusy:
+            # A worker claimed the new operation between its creation and our lease (D21): it drives
+            # it now. The caller still gets its Outcome, once the worker has paused or ended it.
+            await until_paused_or_ended(self.store, op.operation_id)
+            return self.outcome(op.operation_id)
 
     def submit(self, input: str | None, tenant: str, subject: str, operation_id: str | None = None) -> str:
         """Queue an operation for workers without running it (D21)."""
@@ -539,20 +543,7 @@ class Runner:
         self._move(op, target, reason.lower(), **details)
 
     def _account(self, op: Operation, turn: ModelTurn) -> None:
-        usage = turn.usage
-        price = self._price()
-        # D27: missing usage stays null, never a cost of 0
-        if (
-            price is not None
-            and usage.cost is None
-            and (usage.input_tokens is not None or usage.output_tokens is not None)
-        ):
-            cost = Decimal(0)
-            if usage.input_tokens:
-                cost += price.input_per_mtok * usage.input_tokens / Decimal(1_000_000)
-            if usage.output_tokens:
-                cost += price.output_per_mtok * usage.output_tokens / Decimal(1_000_000)
-            usage = Usage(usage.input_tokens, usage.output_tokens, cost)
+        usage = priced(turn.usage, self._price())
         op.usage = op.usage + usage
         op.spent.input_tokens += usage.input_tokens or 0
         op.spent.output_tokens += usage.output_tokens or 0
