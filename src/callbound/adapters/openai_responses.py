@@ -71,6 +71,8 @@ CONTEXT_WINDOW_CODES = frozenset({"context_length_exceeded"})
 # tools only, so it can answer none of them (vercel-ai packages/openai/src/responses/__fixtures__/
 # openai-custom-tool.1.json, openai-local-shell-tool.1.json, openai-apply-patch-tool.1.json,
 # openai-mcp-tool-approval.1.chunks.txt, openai-client-tool-search.1.json).
+# Output items that never wait for the client beyond what callbound answers (the common case).
+_PLAIN_ITEMS = frozenset({"message", "reasoning", "function_call"})
 CLIENT_ACTION_ITEMS = frozenset(
     {"custom_tool_call", "local_shell_call", "shell_call", "apply_patch_call", "computer_call"}
 )
@@ -120,6 +122,8 @@ def _pending_client_action(items: list[dict[str, Any]]) -> str | None:
     """The type of the first output item that waits for the client and that the same response did not
     answer itself: a hosted shell_call comes with its shell_call_output, an approved MCP request with
     the mcp_call that names it, a server-side tool_search_call with execution "server"."""
+    if all(i.get("type") in _PLAIN_ITEMS for i in items):
+        return None  # the usual turn: messages, reasoning and function calls only
     answered = {
         i.get("call_id") for i in items if isinstance(i.get("type"), str) and i["type"].endswith("_output")
     }

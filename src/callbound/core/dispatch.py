@@ -95,6 +95,8 @@ def _safe_bool(fn: Callable[[], bool]) -> tuple[bool, str | None]:
         result = fn()
     except Exception as exc:  # policy hooks are user code
         return False, type(exc).__name__
+    if result is True or result is False:
+        return result, None  # the usual answer; no awaitable check (an ABC isinstance) on the hot path
     if inspect.isawaitable(result):
         # A sync function that hands back a coroutine (a lambda around an async def): its truth value
         # says nothing. Deny rather than let a truthy coroutine allow the call.

@@ -123,7 +123,7 @@ class Spent:
             "active_s": self.active_s,
             "no_progress_turns": self.no_progress_turns,
             "no_progress_warned": self.no_progress_warned,
-            "no_progress_warned_keys": sorted(self.no_progress_keys),
+            "no_progress_warned_keys": sorted(self.no_progress_keys) if self.no_progress_keys else [],
         }
 
     @staticmethod
