@@ -86,6 +86,19 @@ def seal(
     rec.status = DONE
 
 
+def refuse(
+    runner: Runner,
+    op: Operation,
+    turn: ModelTurn,
+    rec: CallRecord,
+    spec: ToolSpec | None,
+    code: str,
+    message: str,
+) -> None:
+    """Seal a call that does not run with an error envelope for the model (``code``, ``message``)."""
+    seal(runner, op, turn, rec, spec, error_result(code, message))
+
+
 def _result_for(spec: ToolSpec, runner: Runner, value: Any) -> tuple[dict[str, Any], Any]:
     """(model_result, output). Enforces the result-size cap (D11) on the canonical JSON."""
     try:
@@ -162,18 +175,11 @@ def _repeat_refused(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRec
     if identical_allowed(op.budgets, op.spent, key):
         return False
     rec.no_progress = True
-    seal(
-        runner,
-        op,
-        turn,
-        rec,
-        spec,
-        error_result(
-            NO_PROGRESS,
-            f"{spec.name} was already run {op.budgets.max_identical_calls} times with these arguments; "
-            "repeating it makes no progress. Use the results you have or try something else.",
-        ),
+    why = (
+        f"{spec.name} was already run {op.budgets.max_identical_calls} times with these arguments; "
+        "repeating it makes no progress. Use the results you have or try something else."
     )
+    refuse(runner, op, turn, rec, spec, NO_PROGRESS, why)
     return True
 
 
@@ -327,17 +333,8 @@ async def _run_write(
         # Two tools named the same intent (their intent_key hooks collide): the entry is another tool's
         # effect, whose result must not be replayed as this one's, and running this one could not be
         # told apart from it in the ledger. Neither: the model is told, and nothing runs.
-        seal(
-            runner,
-            op,
-            turn,
-            rec,
-            spec,
-            error_result(
-                HANDLER_ERROR,
-                f"{spec.name} could not run: its intent key is already used by another tool. It was not run.",
-            ),
-        )
+        why = f"{spec.name} could not run: its intent key is already used by another tool. It was not run."
+        refuse(runner, op, turn, rec, spec, HANDLER_ERROR, why)
         return
     action = decide(entry, held_elsewhere=_held_elsewhere(runner, op, entry))
     attempts = entry.attempts if entry else 0
@@ -346,18 +343,11 @@ async def _run_write(
         # run it nor reconcile it (D16, D21). Nothing of ours happened; the model may ask again
         # later, when the ledger holds that operation's outcome to replay.
         rec.producer = "ledger"
-        seal(
-            runner,
-            op,
-            turn,
-            rec,
-            spec,
-            error_result(
-                IN_PROGRESS,
-                f"the same {spec.name} request is already being carried out elsewhere and its outcome is "
-                "not known yet; it was not run again. Do not repeat it now.",
-            ),
+        why = (
+            f"the same {spec.name} request is already being carried out elsewhere and its outcome is "
+            "not known yet; it was not run again. Do not repeat it now."
         )
+        refuse(runner, op, turn, rec, spec, IN_PROGRESS, why)
         return
     if action is LedgerAction.REPLAY:
         assert entry is not None and entry.result is not None
