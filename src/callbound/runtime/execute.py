@@ -59,6 +59,13 @@ def trusted_for(
     )
 
 
+def ledger_entry(runner: Runner, op: Operation, key: str) -> LedgerEntry | None:
+    """The ledger entry of an intent as this operation sees it: its newest entry not committed yet
+    (this turn's), else the store's."""
+    pending = [e for e in op.pending_ledger if e.key == key and e.tenant == op.tenant]
+    return pending[-1] if pending else runner.store.ledger_get(op.tenant, key)
+
+
 def seal(
     runner: Runner,
     op: Operation,
@@ -321,14 +328,7 @@ async def _run_write(
     # Fix: an earlier write of this turn with the same intent keeps its outcome in op.pending_ledger
     # until the next commit; reading only the store saw that write's STARTED row and treated a finished
     # write like a crash (RECONCILE, then OUTCOME_UNKNOWN) instead of replaying it. Newest entry wins.
-    pending = [e for e in op.pending_ledger if e.key == rec.idempotency_key and e.tenant == op.tenant]
-    entry = (
-        None
-        if ledger_disabled()
-        else pending[-1]
-        if pending
-        else runner.store.ledger_get(op.tenant, rec.idempotency_key)
-    )
+    entry = None if ledger_disabled() else ledger_entry(runner, op, rec.idempotency_key)
     if entry is not None and entry.tool != spec.name:
         # Two tools named the same intent (their intent_key hooks collide): the entry is another tool's
         # effect, whose result must not be replayed as this one's, and running this one could not be

@@ -26,7 +26,7 @@ from ..core.states import State
 from ..core.types import ModelTurn, error_result
 from .crash import crash_point, ledger_disabled
 from .decisions import check_approver
-from .execute import seal
+from .execute import ledger_entry, seal
 from .operation import PLANNED, WAITING, CallRecord, CurrentTurn, Operation
 from .outcome import ApproverNotAllowed
 from .results import call_arguments_json
@@ -121,8 +121,7 @@ def _already_done(runner: Runner, op: Operation, key: str | None) -> bool:
     effect that already happened would be wrong. The call stays PLANNED and executing replays it."""
     if key is None or ledger_disabled():
         return False
-    pending = [e for e in op.pending_ledger if e.key == key and e.tenant == op.tenant]
-    entry = pending[-1] if pending else runner.store.ledger_get(op.tenant, key)
+    entry = ledger_entry(runner, op, key)
     return entry is not None and entry.status is LedgerStatus.SUCCEEDED
 
 

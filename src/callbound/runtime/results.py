@@ -22,7 +22,7 @@ from ..core.states import State
 from ..core.types import ResultEnvelope, ToolCall
 from ..stores.base import JournalRow
 from .crash import crash_point
-from .execute import trusted_for
+from .execute import ledger_entry, trusted_for
 from .operation import CallRecord, Operation
 
 if TYPE_CHECKING:
@@ -134,8 +134,7 @@ def ledger_key(runner: Runner, op: Operation, rec: CallRecord, tool: str) -> str
     key = rec.idempotency_key
     if key is None or rec.effect == "none":
         return key
-    pending = [e for e in op.pending_ledger if e.key == key and e.tenant == op.tenant]
-    entry = pending[-1] if pending else runner.store.ledger_get(op.tenant, key)
+    entry = ledger_entry(runner, op, key)
     if entry is None or entry.tool != tool:
         return NOT_IN_LEDGER
     return entry.key
