@@ -74,13 +74,21 @@ def register(app: typer.Typer) -> None:
     def run_cmd(
         prompt: Annotated[str, typer.Argument(help="What the customer asks, e.g. 'Refund order A1'.")],
         api: Annotated[
-            str,
+            str | None,
             typer.Option(
                 "--api",
                 help="openai-responses | openai-chat | anthropic-messages | gemini-generate | gemini-interactions",
             ),
-        ],
-        model: Annotated[str, typer.Option("--model", help="Model name, e.g. gpt-4.1-mini.")],
+        ] = None,
+        model: Annotated[str | None, typer.Option("--model", help="Model name, e.g. gpt-4.1-mini.")] = None,
+        app_ref: Annotated[
+            str | None,
+            typer.Option(
+                "--app",
+                help="module:factory returning a callbound App: run your own tools and model client "
+                "instead of the refund tools (no --api/--model then)",
+            ),
+        ] = None,
         transport: Annotated[
             str, typer.Option("--transport", help="sdk (official SDK) | http (raw httpx)")
         ] = "sdk",
@@ -104,9 +112,13 @@ def register(app: typer.Typer) -> None:
         """Run the refund tools against a live model (the key comes from the provider's env var)."""
         from ..adapters import API_NAMES
         from ..transports import TRANSPORTS
-        from .app import _fail, _open, _payments_path, _print_waiting, out
-        from .render import print_outcome, print_timeline_row, progress_printer
+        from .app import _fail, _open, _payments_path, out
+        from .render import print_timeline_row, progress_printer
 
+        if app_ref is not None:
+            _run_app(app_ref, prompt, tenant, subject, as_json, store)
+        if api is None or model is None:
+            raise _fail("callbound run needs --api and --model (or --app module:factory)")
         if api not in API_NAMES:
             raise _fail(f"unknown API {api!r}; use one of {', '.join(API_NAMES)}")
         if transport not in TRANSPORTS:
@@ -139,10 +151,40 @@ def register(app: typer.Typer) -> None:
             outcome = runner.run_sync(input=prompt, tenant=tenant, subject=subject)
         except (UsageError, StoreError) as exc:
             raise _fail(str(exc)) from exc
-        if outcome.state == "WAITING_APPROVAL":
-            _print_waiting(outcome, store, as_json)
-        elif as_json:
-            out.print_json(json.dumps(outcome.to_dict(), default=str))
-        else:
-            print_outcome(out, outcome)
-        raise typer.Exit(0 if outcome.state in ("COMPLETED", "WAITING_APPROVAL") else 3)
+        _report(outcome, store, as_json)
+
+
+def _run_app(app_ref: str, prompt: str, tenant: str, subject: str, as_json: bool, store: str) -> None:
+    """`callbound run --app module:factory` (D21): one operation of the user's own App, saved with its
+    reference so `resume`, `approvals approve` and workers rebuild the same runner."""
+    from ..runtime.app import load_app
+    from .app import _fail, _open, out
+    from .render import print_timeline_row
+
+    st = _open(store)
+    try:
+        runner = load_app(app_ref).runner(st, ref={"ref": app_ref, "args": {}})
+    except UsageError as exc:
+        raise _fail(str(exc)) from exc
+    if not as_json:
+        out.print(f"[bold]callbound run[/bold] app={app_ref} store={store}", highlight=False)
+        runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
+    try:
+        outcome = runner.run_sync(input=prompt, tenant=tenant, subject=subject)
+    except (UsageError, StoreError) as exc:
+        raise _fail(str(exc)) from exc
+    _report(outcome, store, as_json)
+
+
+def _report(outcome: Any, store: str, as_json: bool) -> None:
+    """Print the outcome and exit as D28 says: 0 on COMPLETED or WAITING_APPROVAL, else 3."""
+    from .app import _print_waiting, out
+    from .render import print_outcome
+
+    if outcome.state == "WAITING_APPROVAL":
+        _print_waiting(outcome, store, as_json)
+    elif as_json:
+        out.print_json(json.dumps(outcome.to_dict(), default=str))
+    else:
+        print_outcome(out, outcome)
+    raise typer.Exit(0 if outcome.state in ("COMPLETED", "WAITING_APPROVAL") else 3)
