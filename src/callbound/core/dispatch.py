@@ -97,14 +97,21 @@ def _safe_bool(fn: Callable[[], bool]) -> tuple[bool, str | None]:
         return False, type(exc).__name__
     if result is True or result is False:
         return result, None  # the usual answer; no awaitable check (an ABC isinstance) on the hot path
-    if inspect.isawaitable(result):
+    if _discarded(result):
         # A sync function that hands back a coroutine (a lambda around an async def): its truth value
         # says nothing. Deny rather than let a truthy coroutine allow the call.
-        close = getattr(result, "close", None)
-        if close is not None:
-            close()  # no "never awaited" warning
         return False, "awaitable"
     return bool(result), None
+
+
+def _discarded(value: Any) -> bool:
+    """True, after closing it (no "never awaited" warning), when a sync hook handed back an awaitable."""
+    if not inspect.isawaitable(value):
+        return False
+    close = getattr(value, "close", None)
+    if close is not None:
+        close()
+    return True
 
 
 def plan_call(
@@ -151,9 +158,7 @@ def plan_call(
             try:
                 raw_key = spec.intent_key(args, base_ctx)
                 # a coroutine's text differs on every call: no intent could ever be found again
-                named = "" if inspect.isawaitable(raw_key) else str(raw_key or "")
-                if inspect.isawaitable(raw_key) and hasattr(raw_key, "close"):
-                    raw_key.close()
+                named = "" if _discarded(raw_key) else str(raw_key or "")
             except Exception:  # user code: fail closed, do not leak internals
                 named = ""
             if not named:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -236,6 +235,7 @@ def _ledger(
     result: dict[str, Any] | None,
     attempts: int,
     claim: bool = False,
+    handler_alive: bool = False,
 ) -> LedgerEntry:
     assert rec.idempotency_key is not None
     entry = LedgerEntry(
@@ -247,6 +247,7 @@ def _ledger(
         result,
         attempts,
         op.fence,
+        handler_alive=handler_alive,
         claim=claim,
     )
     op.pending_ledger.append(entry)
@@ -410,11 +411,11 @@ async def _run_write(
         seal(runner, op, turn, rec, spec, error_result(HANDLER_ERROR, outcome.message or "not applied"))
         return
     # error or timeout: the effect may or may not have happened (D16)
-    unknown = _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts)
+    # a thread still running may still apply it: neither this operation nor another may reconcile yet
+    _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts, handler_alive=outcome.still_running)
     rec.effect = "unknown"
     if outcome.still_running:
-        rec.status = UNKNOWN  # the thread may still apply it: nobody may reconcile yet
-        op.pending_ledger[-1] = replace(unknown, handler_alive=True)  # nor another operation
+        rec.status = UNKNOWN
         return
     await _reconcile(
         runner, op, turn, rec, spec, attempts, TIMEOUT if outcome.kind == "timeout" else HANDLER_ERROR
