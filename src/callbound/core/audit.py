@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from .canonical import FlatRecord, canonical_sha256_str_keys
 from .errors import CanonicalizationError
 
 GENESIS = "0" * 64
+_ITEMS_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 # A link's hashed object, keys in canonical order.
 _LINK = FlatRecord(("at", "data_sha256", "kind", "op", "prev", "seq"))
 
@@ -138,3 +140,14 @@ def audit_entries(events: Sequence[AuditEvent]) -> list[AuditEntry]:
         else:
             out.append(AuditEntry(ev.seq, ev.kind, ev.at, ev.data))
     return out
+
+
+def items_digest(items: Sequence[Any]) -> str | None:
+    """Digest of transcript items, the same for the values any store gives back: stores keep
+    documents as JSON text, which loads back equal, and sorted keys make the text independent of key
+    order. None where the items have no JSON form (no store could save them either)."""
+    try:
+        text = _ITEMS_JSON.encode(items)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

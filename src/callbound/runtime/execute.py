@@ -90,6 +90,7 @@ def seal(
         trusted.policy_revision,
     )
     rec.status = DONE
+    op.unaudited_seals.append(rec)
 
 
 def refuse(

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ..core.approvals import PendingApproval
-from ..core.audit import AuditEvent, next_event
+from ..core.audit import AuditEvent, items_digest, next_event
 from ..core.guards import Budgets, Spent
 from ..core.idempotency import LedgerEntry
 from ..core.machine import Machine
@@ -138,6 +138,10 @@ class Operation:
     # Audit entries made since the last commit; take_commit chains them as ONE event (D20), so the
     # chain grows by one link per commit, not per transition.
     pending_audit_items: list[dict[str, Any]] = field(default_factory=list)
+    # Records sealed since the last commit whose results are not yet audited as sent: a commit before
+    # C2 audits their bindings ("sealed"), so a result saved across a pause is vouched for (D20).
+    unaudited_seals: list[CallRecord] = field(default_factory=list)
+    audited_items: int = 0  # transcript items the chain vouches for (all of them after each commit)
     audit_key: bytes | None = None
     _budgets_cache: tuple[Budgets, dict[str, Any]] | None = None
     # ISO texts the head repeats on every commit: created_at never changes, and the last transition's
@@ -185,6 +189,36 @@ class Operation:
         if items:
             self.transcript.extend(items)
             self.pending_journal.append(JournalRow("items", {"items": items}))
+
+    def _audit_items(self) -> None:
+        """D20: one digest per commit of the transcript items it appends, which the model reads on
+        the next request, also after a restart (one digest rather than one per append: this runs
+        for every round trip)."""
+        start = self.audited_items
+        added = self.transcript[start:]
+        data = {"start": start, "count": len(added), "sha256": items_digest(added)}
+        self.pending_audit_items.append({"kind": "items", "at": self._latest_iso(), "data": data})
+        self.audited_items = len(self.transcript)
+
+    def _latest_iso(self) -> str:
+        """When the latest thing this commit records happened (entries that follow from it, such as
+        transcript items, carry its time rather than reading the clock again)."""
+        if self.pending_audit_items:
+            at: str = self.pending_audit_items[-1]["at"]
+            return at
+        return self._updated_at_iso() or self._created_at_iso()
+
+    def _audit_seals(self) -> None:
+        for rec in self.unaudited_seals:
+            env = rec.envelope
+            if env is not None:
+                data = {
+                    "response_id": rec.response_id,
+                    "call_id": rec.call_id,
+                    "call_binding_sha256": env["protected_audit"].get("call_binding_sha256"),
+                }
+                self.pending_audit_items.append({"kind": "sealed", "at": self._latest_iso(), "data": data})
+        self.unaudited_seals = []
 
     def head(self) -> dict[str, Any]:
         return {
@@ -240,6 +274,10 @@ class Operation:
         return cached[1]
 
     def take_commit(self) -> Commit:
+        if self.unaudited_seals:
+            self._audit_seals()
+        if len(self.transcript) > self.audited_items:
+            self._audit_items()
         self._seal_audit()
         c = Commit(
             operation_id=self.operation_id,
@@ -316,4 +354,5 @@ class Operation:
                 if rec.identical_key:
                     op.spent.identical[rec.identical_key] = op.spent.identical.get(rec.identical_key, 0) + 1
         op.machine = Machine(State(h["state"]), history)
+        op.audited_items = len(op.transcript)
         return op

@@ -98,6 +98,7 @@ async def send_results(runner: Runner, op: Operation) -> None:
     )
     for e in ordered:
         op.audit(runner.clock.now(), "result", _audit_result(e), runner.audit_key)
+    op.unaudited_seals = []  # the "result" entries above record every binding of the turn
     if isinstance(verdict, Stop):
         runner._stop(
             op,

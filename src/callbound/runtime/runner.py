@@ -47,6 +47,7 @@ from .clock import Clock, SystemClock
 from .crash import crash_point
 from .decisions import check_approver, record, withdraw_pending
 from .executing import execute_step, writes_only
+from .integrity import chain_fault, created_entry, load_problems
 from .lease import driving, until_paused_or_ended
 from .operation import Operation
 from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, priced
@@ -170,11 +171,19 @@ class Runner:
 
     async def resume_leased(self, operation_id: str, decisions: Sequence[Decision] = ()) -> Outcome:
         """``resume`` for a caller that already holds the operation's lease (a worker's claim)."""
-        op = self._load(operation_id)
+        op, found = self._load_checked(operation_id)
         if op.state in TERMINAL:
             raise UsageError(
                 f"operation {operation_id} is {op.state.value}; a finished operation cannot be resumed"
             )
+        if found:
+            # D4/D20: stored data that differs from what the audit chain vouches for ends the
+            # operation FAILED(INTEGRITY) before any decision is recorded, handler runs or request
+            # is sent; the escalation names what differs.
+            detail = "stored data differs from its audit chain: " + "; ".join(found)
+            self._stop(op, "INTEGRITY", detail, target=State.FAILED, problems=found)
+            await self._flush(op)
+            return self._outcome(op)
         for decision in decisions:
             self.decide(decision, tenant=op.tenant, _op=op)
         return await self._drive(op)
@@ -241,7 +250,7 @@ class Runner:
         op.audit(
             now,
             "created",
-            {"tenant": tenant, "subject": subject, "api": op.api, "input_sha256": sha256_hex(input or "")},
+            created_entry(tenant, subject, op.api, sha256_hex(input or ""), op.offered, op.instructions),
             self.audit_key,
         )
         op.append_items(self.adapter.initial_items(input, self.messages))
@@ -253,6 +262,27 @@ class Runner:
             raise UsageError(f"no operation {operation_id!r} in this store")
         events = self.store.audit_events(operation_id)
         return Operation.from_stored(stored, events[-1] if events else None)
+
+    def _load_checked(self, operation_id: str) -> tuple[Operation, list[str]]:
+        """Load to drive on: the operation, and where its rows differ from its audit chain (D20).
+        Raises ``UsageError`` when not even the chain's first link verifies under this runner's key:
+        that is a chain written with another ``CALLBOUND_AUDIT_KEY`` (or none), and running it,
+        or failing it for good, would both be wrong."""
+        stored = self.store.load_operation(operation_id)
+        if stored is None:
+            raise UsageError(f"no operation {operation_id!r} in this store")
+        events = self.store.audit_events(operation_id)
+        op = Operation.from_stored(stored, events[-1] if events else None)
+        fault = chain_fault(events, stored.head, self.audit_key)
+        if fault is not None and fault.at_start:
+            raise UsageError(
+                f"the audit chain of operation {operation_id} does not verify from its first link "
+                f"under this runner's audit key ({fault.why}): resume it with the CALLBOUND_AUDIT_KEY "
+                "it was written with, or run `callbound audit verify` to see whether it was edited"
+            )
+        if fault is not None:
+            return op, [f"{fault.where}: {fault.why}"]
+        return op, [f"{p.where}: {p.why}" for p in load_problems(op, events)]
 
     def _commit_sync(self, op: Operation) -> None:
         self.store.commit(op.take_commit())

@@ -19,6 +19,9 @@ from ..core.idempotency import LedgerEntry, LedgerStatus
 from ..core.snapshot import turn_from_dict
 from ..core.types import ModelTurn
 from ..stores.base import Store
+from .integrity import chain_fault
+from .integrity import problems as digest_problems
+from .operation import Operation
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,15 +47,17 @@ def _args_json(arguments: Any) -> str | None:
 def verify_operation(store: Store, operation_id: str, key: bytes | None = None) -> list[Problem]:
     problems: list[Problem] = []
     events = store.audit_events(operation_id)
-    brk = verify_chain(events, key)
-    if brk is not None:
-        problems.append(Problem(operation_id, f"audit seq {brk.seq}", brk.why))
     stored = store.load_operation(operation_id)
     if stored is None:
+        brk = verify_chain(events, key)
+        if brk is not None:
+            problems.append(Problem(operation_id, f"audit seq {brk.seq}", brk.why))
         problems.append(Problem(operation_id, "operation", "missing from the store"))
         return problems
     head = stored.head
-    problems.extend(_tail_problems(operation_id, head, events))
+    fault = chain_fault(events, head, key)
+    if fault is not None:
+        problems.append(Problem(operation_id, fault.where, fault.why))
     recorded = {
         (e.data.get("response_id"), e.data.get("call_id")): e.data
         for e in audit_entries(events)
@@ -166,6 +171,14 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
             problems.append(
                 Problem(operation_id, f"model turn {rid}", "in the journal but not in the audit chain")
             )
+    # D20: the plan, transcript, saved results and offered tools against their audited digests
+    try:
+        op = Operation.from_stored(stored, events[-1] if events else None)
+    except Exception as exc:  # an edited row may not even load; that is a finding, not a crash
+        problems.append(Problem(operation_id, "operation", f"its row cannot be loaded ({exc!r})"))
+    else:
+        for p in digest_problems(op, entries, turns):
+            problems.append(Problem(operation_id, p.where, p.why))
     if last_turn is not None and head.get("state") == "COMPLETED" and head.get("text") != last_turn.text:
         problems.append(
             Problem(operation_id, "operation", "its final text differs from the last model turn's")
@@ -199,28 +212,6 @@ def _ledger_problems(
                 )
             )
     return problems
-
-
-def _tail_problems(operation_id: str, head: dict[str, Any], events: list[Any]) -> list[Problem]:
-    """The head records the chain's last link as of its commit (heads written before it was recorded
-    carry none). Events missing from the end leave the chain itself intact; this catches them."""
-    if "audit_seq" not in head:
-        return []
-    seq, digest = head.get("audit_seq"), head.get("audit_hash")
-    last = events[-1] if events else None
-    if last is None and seq is None:
-        return []
-    if last is None or last.seq != seq or last.hash != digest:
-        found = "no events" if last is None else f"its last event is seq {last.seq}"
-        return [
-            Problem(
-                operation_id,
-                "audit chain end",
-                f"the operation row records seq {seq} as the last link but {found}: "
-                "events were deleted from, or added to, the end of the chain",
-            )
-        ]
-    return []
 
 
 def verify_store(store: Store, operation_id: str | None = None, key: bytes | None = None) -> list[Problem]:

@@ -1,0 +1,210 @@
+"""What the audit chain vouches for, checked against the stored operation before it runs again (D20).
+
+The chain hashes digests of an operation's inputs and outputs. Besides transitions, turns and
+results, the runtime audits:
+
+- ``created`` with ``digests: 1``, the tools offered and a digest of the instructions: the marker
+  that this operation records the entries below (operations saved before them carry none, and for
+  those only the chain itself is checked);
+- ``plan``: per call of a turn, its id, tool and the SHA-256 of the canonical arguments the handler
+  will be given, in the same commit (C1) as the turn;
+- ``items``: the position, length and digest of every slice appended to the transcript the model
+  is sent;
+- ``sealed``: the binding of every result envelope committed before the turn's results are sent
+  (a mixed turn's reads while a write waits for approval), which ``result`` entries record at C2.
+
+``problems`` compares a loaded operation with those entries, so an edit of the database between two
+commits (a pending write's arguments, a result or transcript item the model will read, the tools
+offered) is found before any handler runs or any request is sent. Without ``CALLBOUND_AUDIT_KEY`` a
+writer who also recomputes the chain gets through (D20: naive edits only); with it, they do not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.audit import AuditEntry, AuditEvent, audit_entries, items_digest, verify_chain
+from ..core.canonical import sha256_hex
+from ..core.types import ModelTurn
+from .operation import CallRecord, CurrentTurn, Operation
+from .results import call_arguments_json
+
+DIGESTS_VERSION = 1
+
+
+def arguments_digest(arguments_json: str | None) -> str | None:
+    return None if arguments_json is None else sha256_hex(arguments_json)
+
+
+def plan_entry(response_id: str, records: Iterable[CallRecord]) -> dict[str, Any]:
+    return {
+        "response_id": response_id,
+        "calls": [[r.call_id, r.tool, arguments_digest(r.arguments_json)] for r in records],
+    }
+
+
+def created_entry(
+    tenant: str, subject: str, api: str, input_sha256: str, offered: list[str], instructions: str | None
+) -> dict[str, Any]:
+    return {
+        "tenant": tenant,
+        "subject": subject,
+        "api": api,
+        "input_sha256": input_sha256,
+        "digests": DIGESTS_VERSION,
+        "offered": list(offered),
+        "instructions_sha256": None if instructions is None else sha256_hex(instructions),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    where: str  # "transcript items 4..6", "call call_1 (response resp_1)"
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChainFault:
+    """The chain itself does not verify. ``at_start`` when not even its first link does under the
+    key given: written with another key (or none), which is a configuration fault, not an edit."""
+
+    where: str
+    why: str
+    at_start: bool
+
+
+def chain_fault(events: Sequence[AuditEvent], head: dict[str, Any], key: bytes | None) -> ChainFault | None:
+    """The first fault of the chain, or of its end as the operation row records it."""
+    brk = verify_chain(events, key)
+    if brk is not None:
+        return ChainFault(f"audit seq {brk.seq}", brk.why, brk.seq == 0)
+    if "audit_seq" not in head:  # heads written before it was recorded carry none
+        return None
+    seq, digest = head.get("audit_seq"), head.get("audit_hash")
+    last = events[-1] if events else None
+    if last is None and seq is None:
+        return None
+    if last is None or last.seq != seq or last.hash != digest:
+        found = "no events" if last is None else f"its last event is seq {last.seq}"
+        why = (
+            f"the operation row records seq {seq} as the last link but {found}: "
+            "events were deleted from, or added to, the end of the chain"
+        )
+        return ChainFault("audit chain end", why, False)
+    return None
+
+
+def problems(
+    op: Operation, entries: Sequence[AuditEntry], turns: dict[str, ModelTurn] | None = None
+) -> list[Problem]:
+    """Where the operation differs from what its audit entries record. ``turns``: every stored model
+    turn by response id (``audit verify`` passes them; a resume checks the turn under work only)."""
+    created = next((e.data for e in entries if e.kind == "created"), None)
+    if created is None or created.get("digests") != DIGESTS_VERSION:
+        return []  # saved before these entries existed: the chain is all there is to check
+    out: list[Problem] = []
+    out += _created_problems(op, created)
+    out += _items_problems(op.transcript, [e.data for e in entries if e.kind == "items"])
+    plans: dict[Any, dict[str, Any]] = {}
+    raws: dict[Any, Any] = {}
+    bindings: dict[tuple[Any, Any], Any] = {}
+    for e in entries:
+        if e.kind == "plan":
+            plans[e.data.get("response_id")] = e.data
+        elif e.kind == "model_turn":
+            raws[e.data.get("response_id")] = e.data.get("raw_sha256")
+        elif e.kind in ("sealed", "result"):
+            bindings[(e.data.get("response_id"), e.data.get("call_id"))] = e.data.get("call_binding_sha256")
+    if op.current is not None:
+        out += _current_problems(op.current, plans, raws, bindings)
+    for rid, turn in (turns or {}).items():
+        if rid in plans:
+            out += _turn_problems(turn, plans[rid])
+    return out
+
+
+def _created_problems(op: Operation, created: dict[str, Any]) -> list[Problem]:
+    out = []
+    for name, have in (("tenant", op.tenant), ("subject", op.subject), ("api", op.api)):
+        if created.get(name) != have:
+            out.append(Problem("operation", f"its {name} differs from the audited one"))
+    if created.get("offered") != list(op.offered):
+        out.append(Problem("operation", "the tools it offers differ from the audited ones"))
+    want = created.get("instructions_sha256")
+    if want != (None if op.instructions is None else sha256_hex(op.instructions)):
+        out.append(Problem("operation", "its instructions differ from the audited ones"))
+    return out
+
+
+def _items_problems(transcript: list[Any], audited: list[dict[str, Any]]) -> list[Problem]:
+    out = []
+    end = 0
+    for data in audited:
+        start, count = data.get("start"), data.get("count")
+        if not isinstance(start, int) or not isinstance(count, int) or start + count > len(transcript):
+            out.append(Problem(f"transcript items from {start}", "audited but missing from the journal"))
+            continue
+        if items_digest(transcript[start : start + count]) != data.get("sha256"):
+            out.append(
+                Problem(f"transcript items {start}..{start + count - 1}", "differ from the audited digest")
+            )
+        end = max(end, start + count)
+    if end < len(transcript):
+        out.append(
+            Problem(f"transcript items from {end}", "in the journal but not in the audit chain (added)")
+        )
+    return out
+
+
+def _current_problems(
+    current: CurrentTurn,
+    plans: dict[Any, dict[str, Any]],
+    raws: dict[Any, Any],
+    bindings: dict[tuple[Any, Any], Any],
+) -> list[Problem]:
+    turn = current.turn
+    where = f"turn under work {turn.response_id}"
+    if raws.get(turn.response_id) != turn.raw_sha256:
+        return [Problem(where, "differs from the audited model turn")]
+    audited = plans.get(turn.response_id)
+    if audited is None:
+        return [Problem(where, "no audited plan holds its calls")]
+    if audited.get("calls") != plan_entry(turn.response_id, current.records)["calls"]:
+        return [Problem(where, "its calls (tool or arguments) differ from the audited plan")]
+    out = _turn_problems(turn, audited)
+    for rec in current.records:
+        if rec.envelope is None:
+            continue
+        binding = rec.envelope.get("protected_audit", {}).get("call_binding_sha256")
+        if bindings.get((rec.response_id, rec.call_id)) != binding:
+            out.append(
+                Problem(
+                    f"result {rec.call_id} (response {rec.response_id})",
+                    "a saved result that the audit chain does not record",
+                )
+            )
+    return out
+
+
+def _turn_problems(turn: ModelTurn, audited: dict[str, Any]) -> list[Problem]:
+    """The stored turn's calls (which results are bound to) against the audited plan."""
+    first: dict[str, Any] = {}
+    for c in turn.calls:
+        first.setdefault(c.call_id, c)
+    for entry in audited.get("calls") or []:
+        call_id, tool, digest = entry if isinstance(entry, list) and len(entry) == 3 else (None, None, None)
+        call = first.get(call_id) if isinstance(call_id, str) else None
+        if call is None or call.name != tool or arguments_digest(call_arguments_json(call)) != digest:
+            return [
+                Problem(
+                    f"model turn {turn.response_id}",
+                    f"call {call_id} differs from the audited plan (tool or arguments)",
+                )
+            ]
+    return []
+
+
+def load_problems(op: Operation, events: Sequence[AuditEvent]) -> list[Problem]:
+    return problems(op, audit_entries(events))
