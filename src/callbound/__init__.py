@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .core.approvals import Decision, PendingApproval
 from .core.errors import (
     ApprovalAlreadyDecided,
+    ApprovalExpired,
     BindingMismatch,
     CallboundError,
     CanonicalizationError,
@@ -66,6 +67,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalAlreadyDecided",
+    "ApprovalExpired",
     "ApproverNotAllowed",
     "BindingMismatch",
     "Budgets",
