@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..core.errors import StoreError, UsageError
 from ..core.states import TERMINAL
+from .lease import owner_is_gone
 from .outcome import Outcome
 
 if TYPE_CHECKING:
@@ -26,10 +27,7 @@ def cancel(runner: Runner, operation_id: str, reason: str) -> Outcome:
             for rec in op.current.records:
                 spec = runner.registry.get(rec.tool)
                 if rec.status == "running" and (spec is None or spec.is_write):
-                    raise UsageError(
-                        f"operation {operation_id} is running write call {rec.call_id} ({rec.tool}); "
-                        "cancel it after the call finishes"
-                    )
+                    raise UsageError(_running_write(runner, operation_id, rec.call_id, rec.tool))
         runner._stop(op, "CANCELLED", reason)
         # Take the fencing token forward: a worker still driving this operation fails its next write
         # with StaleLease instead of overwriting the cancellation (D21).
@@ -48,3 +46,20 @@ def cancel(runner: Runner, operation_id: str, reason: str) -> Outcome:
             continue
         return runner._outcome(op)
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _running_write(runner: Runner, operation_id: str, call_id: str, tool: str) -> str:
+    """Why a cancel is refused while a write is RUNNING, and what to do. The refusal stands either
+    way: a write whose driver died has an unknown effect, which is reconciled, never guessed (D16)."""
+    holder_of = getattr(runner.store, "lease_holder", None)
+    holder = holder_of(operation_id) if holder_of is not None else None
+    if holder_of is not None and (holder is None or owner_is_gone(holder)):
+        return (
+            f"operation {operation_id} has write call {call_id} ({tool}) left running by a process "
+            f"that is gone, so its effect is unknown: run `callbound resume {operation_id}` to "
+            "reconcile it (D16), then cancel if it is still running"
+        )
+    return (
+        f"operation {operation_id} is running write call {call_id} ({tool}) under {holder or 'its driver'}; "
+        "cancel it after the call finishes"
+    )
