@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from .core.approvals import Decision, PendingApproval
 from .core.errors import (
     ApprovalAlreadyDecided,
-    ApprovalExpired,
     BindingMismatch,
     CallboundError,
     CanonicalizationError,
@@ -67,7 +66,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalAlreadyDecided",
-    "ApprovalExpired",
     "ApproverNotAllowed",
     "BindingMismatch",
     "Budgets",

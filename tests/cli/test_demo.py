@@ -142,34 +142,3 @@ def test_a_relative_store_saves_an_absolute_payments_path_so_resume_from_elsewhe
     assert json.loads(r.stdout)["state"] == "COMPLETED"
     assert FakePayments(str(first / "demo-payments.db")).count() == 1
     assert not (other / "demo-payments.db").exists()
-
-
-def test_approving_an_expired_approval_is_refused_and_resume_tells_the_model(tmp_path: Path) -> None:
-    """D17: a decision past expires_at cannot take effect, so `approvals approve` exits 2 saying so
-    instead of printing "approved"; resume tells the model APPROVAL_EXPIRED and nothing is refunded.
-    A day passing is simulated by moving the stored expiry into the past."""
-    import sqlite3
-
-    store = f"sqlite:///{tmp_path / 'demo.db'}"
-    r = run_cli("demo", "refund", "--json", "--store", store, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    waiting = json.loads(r.stdout)
-    assert waiting["state"] == "WAITING_APPROVAL"
-    approval_id = waiting["pending_approvals"][0]["approval_id"]
-    conn = sqlite3.connect(tmp_path / "demo.db")
-    (text,) = conn.execute("SELECT data FROM approvals WHERE approval_id = ?", (approval_id,)).fetchone()
-    data = json.loads(text)
-    data["expires_at"] = "2001-01-01T00:00:00+00:00"
-    conn.execute(
-        "UPDATE approvals SET data = ?, expires_us = 978307200000000 WHERE approval_id = ?",
-        (json.dumps(data), approval_id),
-    )
-    conn.commit()
-    conn.close()
-    r = run_cli("approvals", "approve", approval_id, "--approver", "alice", "--store", store, cwd=tmp_path)
-    assert r.returncode == 2
-    assert "expired at 2001-01-01" in r.stderr and "approved" not in r.stdout
-    r = run_cli("resume", waiting["operation_id"], "--json", "--store", store, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["state"] == "COMPLETED"
-    assert FakePayments(str(tmp_path / "demo-payments.db")).count() == 0

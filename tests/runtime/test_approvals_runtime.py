@@ -175,32 +175,6 @@ async def test_approval_given_after_expiry_is_still_expired() -> None:
     assert refunds.n == 0
 
 
-async def test_a_decision_on_an_expired_approval_is_refused_not_reported_recorded() -> None:
-    """Approving (or denying) past expires_at outside a resume cannot take effect: ApprovalExpired, a
-    UsageError, and the approval stays pending so the resume tells the model APPROVAL_EXPIRED."""
-    refunds = Counter()
-    h, out = await paused(refunds)
-    (p,) = out.pending_approvals
-    h.clock.advance(24 * 3600)  # exactly at expires_at
-    with pytest.raises(cb.ApprovalExpired, match="expired at"):
-        h.runner.approve(p.approval_id, approver="alice", tenant="acme")
-    with pytest.raises(cb.UsageError):
-        h.runner.deny(p.approval_id, approver="alice", tenant="acme")
-    stored = h.store.get_approval(p.approval_id)
-    assert stored is not None and stored.status == "pending"
-    out = await h.runner.resume(out.operation_id)
-    assert error_code(last_outputs(h.model)["call_1"]) == "APPROVAL_EXPIRED"
-    assert refunds.n == 0
-
-
-async def test_a_decision_just_before_expiry_is_recorded() -> None:
-    refunds = Counter()
-    h, out = await paused(refunds)
-    (p,) = out.pending_approvals
-    h.clock.advance(24 * 3600 - 1)
-    assert h.runner.approve(p.approval_id, approver="alice", tenant="acme").status == "approved"
-
-
 async def test_expiry_policy_stop() -> None:
     refunds = Counter()
     h, out = await paused(refunds, policy=cb.Policy(on_approval_expired="stop"))

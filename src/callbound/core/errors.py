@@ -45,12 +45,6 @@ class ApprovalAlreadyDecided(UsageError):
     """A different decision was already recorded for this approval (D17)."""
 
 
-class ApprovalExpired(UsageError):
-    """A decision on an approval whose ``expires_at`` has passed: nothing it says can take effect,
-    so ``approve``/``deny`` refuse it instead of reporting success. ``resume(op, decisions)`` still
-    records it and the model is told ``APPROVAL_EXPIRED`` (D17)."""
-
-
 class UnknownApproval(UsageError):
     """No approval with this id exists (or it belongs to another tenant)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core.approvals import Decision, PendingApproval, record_decision, withdraw
-from ..core.errors import ApprovalExpired, UnknownApproval, UsageError
+from ..core.errors import UnknownApproval, UsageError
 from ..core.states import TERMINAL
 from .operation import Operation
 from .outcome import ApproverNotAllowed, Policy
@@ -40,15 +40,6 @@ def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None
             )
     check_approver(runner.policy, decision.approver, approval)
     now = runner.clock.now()
-    if op is None and approval.status == "pending" and now >= approval.expires_at:
-        # Fix: an approval past its expiry was recorded and reported "approved", though resume tells
-        # the model APPROVAL_EXPIRED and never runs the call. resume(op, decisions) still records it
-        # (D17), so the model hears why.
-        raise ApprovalExpired(
-            f"approval {approval.approval_id} expired at {approval.expires_at.isoformat()}; a decision "
-            f"can no longer take effect. Resume operation {approval.operation_id} to tell the model "
-            "APPROVAL_EXPIRED, or let it propose the call again"
-        )
     decided, changed = record_decision(approval, decision, now)
     if changed and not runner.store.decide_approval(decided):
         current = runner.store.get_approval(decision.approval_id)
