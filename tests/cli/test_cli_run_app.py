@@ -56,3 +56,32 @@ def test_run_with_an_app_that_cannot_be_loaded_is_a_usage_error(tmp_path: Path) 
     )
     assert r.returncode == 2
     assert "no_such_module" in r.stderr
+
+
+def test_a_hung_sync_handler_does_not_keep_the_command_from_exiting(tmp_path: Path) -> None:
+    """The read handler sleeps 60 s against its 5 s timeout. The operation goes on without it (the
+    call ends as a timeout); the command then exits after the handler's grace period with a warning,
+    instead of waiting for the thread (which a thread pool joined at interpreter exit did)."""
+    import time
+
+    store = f"sqlite:///{tmp_path / 'cb.db'}"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "CALLBOUND_TEST_PAYMENTS": str(tmp_path / "payments.db"),
+        "CALLBOUND_TEST_SLOW_READ": "60",
+    }
+    started = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "callbound.cli", "run", "Refund", "--app", APP, "--json", "--store", store],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=55,
+    )
+    elapsed = time.monotonic() - started
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout[r.stdout.index("{") :])["state"] == "WAITING_APPROVAL"
+    assert "still running; exiting without waiting" in " ".join(r.stderr.split())
+    assert elapsed < 40, elapsed

@@ -123,8 +123,40 @@ def test_a_thread_that_outlives_its_event_loop_finishes_and_frees_the_pool() -> 
     try:
         out = asyncio.run(ex.run(handler, {}, CTX, 0.01))
         assert out.kind == "timeout" and out.still_running
+        assert ex.running == 1
         release.set()
-        assert ex._pool.submit(lambda: "next").result(timeout=5) == "next"  # queued behind the handler
-        assert returned.is_set()
+        assert ex.drain(5) == 0 and returned.is_set()
+        out = asyncio.run(ex.run(lambda args, ctx: "next", {}, CTX, 5))  # the one thread is free again
+        assert out.kind == "ok" and out.value == "next"
     finally:
         ex.shutdown()
+
+
+def test_handler_threads_are_daemons_bounded_reused_and_drained() -> None:
+    from callbound.runtime.threads import HandlerThreads
+
+    pool = HandlerThreads(2, "t")
+    release = threading.Event()
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def job() -> None:
+        release.wait(5)
+        with lock:
+            seen.append(threading.current_thread().name)
+
+    for _ in range(5):
+        pool.submit(job)
+    assert pool.running == 5
+    assert pool.drain(0.05) == 5  # bounded: returns while they still wait
+    names = {t.name for t in threading.enumerate() if t.name.startswith("t_")}
+    assert names == {"t_0", "t_1"}  # never more than max_threads
+    assert all(t.daemon for t in threading.enumerate() if t.name in names)
+    release.set()
+    assert pool.drain(5) == 0 and len(seen) == 5 and set(seen) <= names
+    pool.submit(lambda: seen.append("again"))  # an idle thread takes it; none is started
+    assert pool.drain(5) == 0 and seen[-1] == "again"
+    assert {t.name for t in threading.enumerate() if t.name.startswith("t_")} == names
+    pool.shutdown()
+    with pytest.raises(RuntimeError):
+        pool.submit(lambda: None)

@@ -540,4 +540,23 @@ _register_live(app)
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    finally:
+        _let_tool_handlers_finish()
+
+
+def _let_tool_handlers_finish() -> None:
+    """A sync handler that timed out may still run in its (daemon) thread. Give it its grace period
+    to finish, then exit without it rather than hang: its call already ended as a timeout, and a
+    write's unknown effect is reconciled on resume (D16)."""
+    from ..runtime.tools import executors_with_running_handlers
+
+    left = sum(ex.drain(ex.grace_s) for ex in executors_with_running_handlers())
+    if left:
+        err.print(
+            f"[yellow]warning:[/yellow] {left} tool handler(s) that timed out are still running; exiting "
+            "without waiting for them (their calls ended as timeouts; a write's effect is reconciled "
+            "on resume)",
+            highlight=False,
+        )

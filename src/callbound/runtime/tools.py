@@ -9,10 +9,10 @@ which case nothing may reconcile yet (D16).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import contextvars
 import inspect
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from ..core.errors import NotApplied
 from ..core.registry import CallContext, is_async_callable
+from .threads import HandlerThreads
 
 
 class ToolError(Exception):
@@ -51,16 +52,25 @@ def _safe_message(exc: BaseException) -> str:
 
 
 class ToolExecutor:
-    """Owns the thread pool for sync handlers so a hung handler cannot starve the event loop's default pool."""
+    """Owns the threads for sync handlers, so a hung handler cannot starve the event loop's default
+    pool, nor keep the process from exiting (daemon threads; ``drain`` waits for them, bounded)."""
 
     def __init__(self, max_threads: int = 16, grace_s: float = 2.0) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_threads, thread_name_prefix="callbound-tool"
-        )
+        self._pool = HandlerThreads(max_threads, "callbound-tool")
         self.grace_s = grace_s
+        _executors.add(self)
+
+    @property
+    def running(self) -> int:
+        """Sync handlers submitted and not finished, timed-out ones still running included."""
+        return self._pool.running
+
+    def drain(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for sync handlers still running; returns how many still are."""
+        return self._pool.drain(timeout_s)
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
 
     async def run(
         self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float
@@ -137,6 +147,13 @@ class ToolExecutor:
 
 
 _TIMED_OUT = object()
+
+# Every executor of this process, for a command-line entry point to wait on before it exits.
+_executors: weakref.WeakSet[ToolExecutor] = weakref.WeakSet()
+
+
+def executors_with_running_handlers() -> list[ToolExecutor]:
+    return [ex for ex in list(_executors) if ex.running]
 
 
 class _ThreadCall:

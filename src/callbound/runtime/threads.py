@@ -1,0 +1,93 @@
+"""Daemon worker threads for sync handlers.
+
+A sync handler that hangs cannot be stopped; its call times out and the operation goes on (D16).
+``concurrent.futures.ThreadPoolExecutor`` joins its threads when the interpreter exits, so one hung
+handler kept a finished ``callbound run`` (or any script) from ever exiting. These threads are
+daemons: the process exits when its work is done, and ``drain`` lets a caller (the CLI) give handlers
+still running a bounded time to finish first and say what it left behind.
+
+Threads are started on demand up to ``max_threads`` and reused, as the stdlib pool does: a finished
+thread marks itself idle, and a submit that finds an idle thread starts none.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+Job = Callable[[], None]
+
+
+class HandlerThreads:
+    def __init__(self, max_threads: int, name: str) -> None:
+        if max_threads < 1:
+            raise ValueError("max_threads must be at least 1")
+        self._max = max_threads
+        self._name = name
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)
+        self._running = 0  # jobs submitted and not finished (queued or running)
+        self._closed = False
+
+    @property
+    def running(self) -> int:
+        """Jobs submitted and not yet finished."""
+        with self._lock:
+            return self._running
+
+    def submit(self, job: Job) -> None:
+        """Run ``job`` on a worker thread. ``job`` must not raise (the runtime's jobs catch everything
+        and hand it to the event loop)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("handler threads are shut down")
+            self._running += 1
+        self._jobs.put(job)
+        if self._idle.acquire(blocking=False):
+            return  # an idle thread takes it
+        with self._lock:
+            if len(self._threads) < self._max:
+                t = threading.Thread(
+                    target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True
+                )
+                self._threads.append(t)
+                t.start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                job()
+            finally:
+                with self._done:
+                    self._running -= 1
+                    self._done.notify_all()
+                self._idle.release()
+
+    def drain(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for every submitted job to finish; returns how many have not."""
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        with self._done:
+            while self._running:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._done.wait(left)
+            return self._running
+
+    def shutdown(self) -> None:
+        """Stop taking jobs; idle threads end, busy ones end after their job. Does not wait."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            n = len(self._threads)
+        for _ in range(n):
+            self._jobs.put(None)
