@@ -142,3 +142,35 @@ def test_a_relative_store_saves_an_absolute_payments_path_so_resume_from_elsewhe
     assert json.loads(r.stdout)["state"] == "COMPLETED"
     assert FakePayments(str(first / "demo-payments.db")).count() == 1
     assert not (other / "demo-payments.db").exists()
+
+
+def test_approving_an_expired_approval_says_it_cannot_take_effect(tmp_path: Path) -> None:
+    """D17: a decision after expires_at is recorded, but `approvals approve` must not read as if the
+    refund will now go ahead: it warns that the call will not run; resume tells the model
+    APPROVAL_EXPIRED and nothing is refunded. A day passing is simulated by moving the stored expiry
+    into the past."""
+    import sqlite3
+
+    store = f"sqlite:///{tmp_path / 'demo.db'}"
+    r = run_cli("demo", "refund", "--json", "--store", store, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    waiting = json.loads(r.stdout)
+    approval_id = waiting["pending_approvals"][0]["approval_id"]
+    conn = sqlite3.connect(tmp_path / "demo.db")
+    (text,) = conn.execute("SELECT data FROM approvals WHERE approval_id = ?", (approval_id,)).fetchone()
+    data = json.loads(text)
+    data["expires_at"] = "2001-01-01T00:00:00+00:00"
+    conn.execute(
+        "UPDATE approvals SET data = ?, expires_us = 978307200000000 WHERE approval_id = ?",
+        (json.dumps(data), approval_id),
+    )
+    conn.commit()
+    conn.close()
+    r = run_cli("approvals", "approve", approval_id, "--approver", "alice", "--store", store, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "had expired at 2001-01-01" in r.stderr and "will not run" in " ".join(r.stderr.split())
+    assert "after it expired" in r.stdout
+    r = run_cli("resume", waiting["operation_id"], "--json", "--store", store, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["state"] == "COMPLETED"
+    assert FakePayments(str(tmp_path / "demo-payments.db")).count() == 0

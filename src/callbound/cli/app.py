@@ -298,7 +298,18 @@ def _decide(
         decided = runner.decide(decision, tenant=tenant or approval.tenant)
     except CallboundError as exc:
         raise _fail(str(exc)) from exc
-    out.print(f"approval {approval_id}: {decided.status} by {decided.approver} at {decided.decided_at}")
+    if decided.decided_at is not None and decided.decided_at >= decided.expires_at:
+        # The decision is recorded (D17), but an approval decided after its expiry never lets the
+        # call run: printing "approved" alone read as if the refund would now go ahead.
+        err.print(
+            f"[yellow]warning:[/yellow] approval {approval_id} had expired at "
+            f"{decided.expires_at.isoformat()}; the decision is recorded but cannot take effect: the call "
+            "will not run, and resuming tells the model APPROVAL_EXPIRED",
+            highlight=False,
+        )
+        out.print(f"approval {approval_id}: {decided.status} by {decided.approver} after it expired")
+    else:
+        out.print(f"approval {approval_id}: {decided.status} by {decided.approver} at {decided.decided_at}")
     out.print(
         f"resume with: callbound resume {approval.operation_id}"
         + ("" if store == DEFAULT_STORE else f" --store {store}")
