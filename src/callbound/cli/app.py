@@ -5,6 +5,7 @@ other terminal state."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -536,13 +537,41 @@ def worker_cmd(
             lease_s=lease,
             poll_s=poll,
         )
-        stats = asyncio.run(worker.run(max_operations=max_operations, idle_exit_s=idle_exit))
+        stats = asyncio.run(_serve(worker, max_operations, idle_exit))
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
     out.print(
         f"worker {worker.worker_id}: claimed {stats.claimed}, finished {stats.finished}, paused "
         f"{stats.paused}, lost leases {stats.lost_lease}, errors {stats.errors}"
     )
+
+
+async def _serve(worker: Any, max_operations: int | None, idle_exit: float | None) -> Any:
+    """Run the worker; SIGTERM or Ctrl-C stops it after the operation in hand (its lease released,
+    the summary printed, exit 0), as a process manager expects. A second signal stops it at once
+    (the default action): its operation's lease then expires and another worker takes it over."""
+    import asyncio
+    import signal
+
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if worker.stopping:
+            for s in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(s)
+            signal.raise_signal(sig)
+            return
+        err.print(
+            f"worker {worker.worker_id}: {sig.name}, stopping after the current operation "
+            "(signal again to stop now)",
+            highlight=False,
+        )
+        worker.stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off the main thread
+            loop.add_signal_handler(sig, on_signal, sig)
+    return await worker.run(max_operations=max_operations, idle_exit_s=idle_exit)
 
 
 from .live import register as _register_live  # noqa: E402

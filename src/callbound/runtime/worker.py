@@ -84,7 +84,12 @@ class Worker:
         self._stopping = False
 
     def stop(self) -> None:
+        """Stop claiming; ``run`` returns once the operation in hand is paused or ended."""
         self._stopping = True
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
 
     async def run(
         self, *, max_operations: int | None = None, idle_exit_s: float | None = None
