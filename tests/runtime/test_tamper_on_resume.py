@@ -411,3 +411,85 @@ def test_plan_and_items_are_audited_for_every_turn(tmp_path: Path) -> None:
     assert created["digests"] == 1 and created["offered"] == ["set_note"]
     assert verify_store(store, out.operation_id) == []
     assert len(outputs(h.model.requests[-1])) == 1
+
+
+def test_raised_budgets_never_run(tmp_path: Path) -> None:
+    h, out, _, refunds, db = refund_flow(tmp_path)
+    edit_head(db, out.operation_id, lambda doc: doc["budgets"].update(max_tool_calls=10_000))
+    h2, out = resume_approved(h, out, refunds)
+    assert_failed_closed(out, h2, refunds, what="budgets")
+
+
+def test_changed_model_settings_never_run(tmp_path: Path) -> None:
+    h, out, _, refunds, db = refund_flow(tmp_path)
+    edit_head(db, out.operation_id, lambda doc: doc["settings"].update(model="a-costlier-model"))
+    h2, out = resume_approved(h, out, refunds)
+    assert_failed_closed(out, h2, refunds, what="model settings")
+
+
+def test_a_runner_whose_settings_change_later_does_not_fail_its_paused_operations(tmp_path: Path) -> None:
+    """The negative control for the settings digest: an operation keeps its own copy of the runner's
+    settings, so changing the runner's dict afterwards (same process) changes nothing stored."""
+    h, out, _, refunds, _ = refund_flow(tmp_path)
+    h.runner.settings["temperature"] = 0.1
+    (p,) = out.pending_approvals
+    out = h.runner.resume_sync(out.operation_id, [cb.Decision.approve(p.approval_id, approver="alice")])
+    assert out.state == cb.State.COMPLETED and refunds.n == 1
+
+
+class _DiesOnRequest:
+    """A model client whose process dies (KeyboardInterrupt) on request ``at``: the operation is left
+    in MODEL_REQUESTED, committed, as a crash after C2 leaves it."""
+
+    def __init__(self, inner: Any, at: int) -> None:
+        self.inner, self.at, self.n = inner, at, 0
+
+    @property
+    def adapter(self) -> Any:
+        return self.inner.adapter
+
+    async def complete(self, body: dict[str, Any], **kw: Any) -> Any:
+        self.n += 1
+        if self.n == self.at:
+            raise KeyboardInterrupt
+        return await self.inner.complete(body, **kw)
+
+
+def test_the_turn_previous_response_id_continues_from_is_checked(tmp_path: Path) -> None:
+    """With previous_response_id the next request names the last turn's id; an edited id would
+    continue another conversation on the provider's side."""
+    db = tmp_path / "cb.db"
+    store: Any = open_store(f"sqlite:///{db}")
+    script = [calls("resp_1", fc("call_1", "get_order", {"order_id": "A1"})), final("resp_2")]
+    settings = {"continuation": "previous_response_id"}
+    h = make(script, [get_order_tool()], store=store, settings=settings)
+    h.runner.model = _DiesOnRequest(h.model, at=2)
+    with pytest.raises(KeyboardInterrupt):
+        h.runner.run_sync("Where is A1?", tenant="acme", subject="user-1")
+    (op_id,) = [o["operation_id"] for o in store.list_operations()]
+    assert store.load_operation(op_id).head["state"] == "MODEL_REQUESTED"
+
+    def other_id(doc: dict[str, Any]) -> None:
+        doc["turn"]["response_id"] = "resp_someone_elses"
+
+    edit_journal(db, op_id, "turn", other_id)
+    h2 = rebuild(h, [get_order_tool()], settings=settings)
+    out = h2.runner.resume_sync(op_id)
+    assert out.state == cb.State.FAILED and out.reason == "INTEGRITY"
+    assert out.escalation is not None and "model turn resp_someone_elses" in out.escalation["detail"]
+    assert h2.model.requests == []
+
+
+def test_negative_control_a_crash_after_c2_resumes_with_previous_response_id(tmp_path: Path) -> None:
+    store: Any = open_store(f"sqlite:///{tmp_path / 'cb.db'}")
+    script = [calls("resp_1", fc("call_1", "get_order", {"order_id": "A1"})), final("resp_2")]
+    settings = {"continuation": "previous_response_id"}
+    h = make(script, [get_order_tool()], store=store, settings=settings)
+    h.runner.model = _DiesOnRequest(h.model, at=2)
+    with pytest.raises(KeyboardInterrupt):
+        h.runner.run_sync("Where is A1?", tenant="acme", subject="user-1")
+    (op_id,) = [o["operation_id"] for o in store.list_operations()]
+    h2 = rebuild(h, [get_order_tool()], settings=settings)
+    out = h2.runner.resume_sync(op_id)
+    assert out.state == cb.State.COMPLETED
+    assert h2.model.requests[-1]["previous_response_id"] == "resp_1"

@@ -23,13 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.audit import AuditEntry, AuditEvent, audit_entries, items_digest, verify_chain
 from ..core.canonical import sha256_hex
+from ..core.errors import UsageError
+from ..core.states import TERMINAL, State
 from ..core.types import ModelTurn
 from .operation import CallRecord, CurrentTurn, Operation
 from .results import call_arguments_json
+
+if TYPE_CHECKING:
+    from .outcome import Outcome
+    from .runner import Runner
 
 DIGESTS_VERSION = 1
 
@@ -45,17 +51,18 @@ def plan_entry(response_id: str, records: Iterable[CallRecord]) -> dict[str, Any
     }
 
 
-def created_entry(
-    tenant: str, subject: str, api: str, input_sha256: str, offered: list[str], instructions: str | None
-) -> dict[str, Any]:
+def created_entry(op: Operation, input_sha256: str) -> dict[str, Any]:
     return {
-        "tenant": tenant,
-        "subject": subject,
-        "api": api,
+        "tenant": op.tenant,
+        "subject": op.subject,
+        "api": op.api,
         "input_sha256": input_sha256,
         "digests": DIGESTS_VERSION,
-        "offered": list(offered),
-        "instructions_sha256": None if instructions is None else sha256_hex(instructions),
+        "offered": list(op.offered),
+        "instructions_sha256": None if op.instructions is None else sha256_hex(op.instructions),
+        # what the operation may spend and how the model is asked (model name, continuation, ...)
+        "budgets_sha256": items_digest([op.budgets.to_dict()]),
+        "settings_sha256": items_digest([op.settings]),
     }
 
 
@@ -119,6 +126,9 @@ def problems(
             bindings[(e.data.get("response_id"), e.data.get("call_id"))] = e.data.get("call_binding_sha256")
     if op.current is not None:
         out += _current_problems(op.current, plans, raws, bindings)
+    last = op.last_turn  # previous_response_id continues from it
+    if last is not None and raws.get(last.response_id) != last.raw_sha256:
+        out.append(Problem(f"model turn {last.response_id}", "differs from the audited model turn"))
     for rid, turn in (turns or {}).items():
         if rid in plans:
             out += _turn_problems(turn, plans[rid])
@@ -135,6 +145,10 @@ def _created_problems(op: Operation, created: dict[str, Any]) -> list[Problem]:
     want = created.get("instructions_sha256")
     if want != (None if op.instructions is None else sha256_hex(op.instructions)):
         out.append(Problem("operation", "its instructions differ from the audited ones"))
+    if created.get("budgets_sha256") != items_digest([op.budgets.to_dict()]):
+        out.append(Problem("operation", "its budgets differ from the audited ones"))
+    if created.get("settings_sha256") != items_digest([op.settings]):
+        out.append(Problem("operation", "its model settings differ from the audited ones"))
     return out
 
 
@@ -206,5 +220,34 @@ def _turn_problems(turn: ModelTurn, audited: dict[str, Any]) -> list[Problem]:
     return []
 
 
-def load_problems(op: Operation, events: Sequence[AuditEvent]) -> list[Problem]:
-    return problems(op, audit_entries(events))
+async def load_to_drive(runner: Runner, operation_id: str) -> tuple[Operation, Outcome | None]:
+    """Load an operation to drive it on, checked against its audit chain first. Where its rows differ
+    from what the chain vouches for, it ends FAILED(INTEGRITY) (D4) before any decision is recorded,
+    handler runs or request is sent, and that Outcome comes back with it; the escalation lists what
+    differs. Raises ``UsageError`` for a finished operation, and when not even the chain's first link
+    verifies under the runner's key: a chain written with another ``CALLBOUND_AUDIT_KEY`` (or none),
+    which neither running it nor failing it for good would answer."""
+    stored, events = runner._stored(operation_id)
+    op = Operation.from_stored(stored, events[-1] if events else None)
+    if op.state in TERMINAL:
+        raise UsageError(
+            f"operation {operation_id} is {op.state.value}; a finished operation cannot be resumed"
+        )
+    fault = chain_fault(events, stored.head, runner.audit_key)
+    if fault is not None and fault.at_start:
+        raise UsageError(
+            f"the audit chain of operation {operation_id} does not verify from its first link "
+            f"under this runner's audit key ({fault.why}): resume it with the CALLBOUND_AUDIT_KEY "
+            "it was written with, or run `callbound audit verify` to see whether it was edited"
+        )
+    found = (
+        [f"{fault.where}: {fault.why}"]
+        if fault is not None
+        else [f"{p.where}: {p.why}" for p in problems(op, audit_entries(events))]
+    )
+    if not found:
+        return op, None
+    detail = "stored data differs from its audit chain: " + "; ".join(found)
+    runner._stop(op, "INTEGRITY", detail, target=State.FAILED, problems=found)
+    await runner._flush(op)
+    return op, runner._outcome(op)

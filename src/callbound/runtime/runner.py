@@ -9,6 +9,7 @@ audit, MODEL_REQUESTED) before the next model request.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import random
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.approvals import Decision, PendingApproval
+from ..core.audit import AuditEvent
 from ..core.canonical import sha256_hex
 from ..core.dispatch import (
     TrustedOperation,
@@ -40,14 +42,14 @@ from ..core.registry import Registry
 from ..core.snapshot import turn_to_dict
 from ..core.states import TERMINAL, State
 from ..core.types import ModelTurn, Progress, RawFailure, Transition
-from ..stores.base import JournalRow, Store
+from ..stores.base import JournalRow, Store, StoredOperation
 from ..stores.memory import MemoryStore
 from .cancel import cancel
 from .clock import Clock, SystemClock
 from .crash import crash_point
 from .decisions import check_approver, record, withdraw_pending
 from .executing import execute_step, writes_only
-from .integrity import chain_fault, created_entry, load_problems
+from .integrity import created_entry, load_to_drive
 from .lease import driving, until_paused_or_ended
 from .operation import Operation
 from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, priced
@@ -171,19 +173,9 @@ class Runner:
 
     async def resume_leased(self, operation_id: str, decisions: Sequence[Decision] = ()) -> Outcome:
         """``resume`` for a caller that already holds the operation's lease (a worker's claim)."""
-        op, found = self._load_checked(operation_id)
-        if op.state in TERMINAL:
-            raise UsageError(
-                f"operation {operation_id} is {op.state.value}; a finished operation cannot be resumed"
-            )
-        if found:
-            # D4/D20: stored data that differs from what the audit chain vouches for ends the
-            # operation FAILED(INTEGRITY) before any decision is recorded, handler runs or request
-            # is sent; the escalation names what differs.
-            detail = "stored data differs from its audit chain: " + "; ".join(found)
-            self._stop(op, "INTEGRITY", detail, target=State.FAILED, problems=found)
-            await self._flush(op)
-            return self._outcome(op)
+        op, ended = await load_to_drive(self, operation_id)
+        if ended is not None:
+            return ended  # its stored rows differ from its audit chain: FAILED(INTEGRITY) (D20)
         for decision in decisions:
             self.decide(decision, tenant=op.tenant, _op=op)
         return await self._drive(op)
@@ -239,7 +231,9 @@ class Runner:
             api=self.adapter.api,
             created_at=now,
             budgets=self.budgets,
-            settings=self.settings,
+            # its own copy: the audit records its digest (D20), and a later change to the runner's
+            # settings must not change an operation already under way
+            settings=copy.deepcopy(self.settings),
             instructions=self.instructions,
             offered=self.registry.names(),
             input=input,
@@ -250,39 +244,21 @@ class Runner:
         op.audit(
             now,
             "created",
-            created_entry(tenant, subject, op.api, sha256_hex(input or ""), op.offered, op.instructions),
+            created_entry(op, sha256_hex(input or "")),
             self.audit_key,
         )
         op.append_items(self.adapter.initial_items(input, self.messages))
         return op
 
     def _load(self, operation_id: str) -> Operation:
-        stored = self.store.load_operation(operation_id)
-        if stored is None:
-            raise UsageError(f"no operation {operation_id!r} in this store")
-        events = self.store.audit_events(operation_id)
+        stored, events = self._stored(operation_id)
         return Operation.from_stored(stored, events[-1] if events else None)
 
-    def _load_checked(self, operation_id: str) -> tuple[Operation, list[str]]:
-        """Load to drive on: the operation, and where its rows differ from its audit chain (D20).
-        Raises ``UsageError`` when not even the chain's first link verifies under this runner's key:
-        that is a chain written with another ``CALLBOUND_AUDIT_KEY`` (or none), and running it,
-        or failing it for good, would both be wrong."""
+    def _stored(self, operation_id: str) -> tuple[StoredOperation, list[AuditEvent]]:
         stored = self.store.load_operation(operation_id)
         if stored is None:
             raise UsageError(f"no operation {operation_id!r} in this store")
-        events = self.store.audit_events(operation_id)
-        op = Operation.from_stored(stored, events[-1] if events else None)
-        fault = chain_fault(events, stored.head, self.audit_key)
-        if fault is not None and fault.at_start:
-            raise UsageError(
-                f"the audit chain of operation {operation_id} does not verify from its first link "
-                f"under this runner's audit key ({fault.why}): resume it with the CALLBOUND_AUDIT_KEY "
-                "it was written with, or run `callbound audit verify` to see whether it was edited"
-            )
-        if fault is not None:
-            return op, [f"{fault.where}: {fault.why}"]
-        return op, [f"{p.where}: {p.why}" for p in load_problems(op, events)]
+        return stored, self.store.audit_events(operation_id)
 
     def _commit_sync(self, op: Operation) -> None:
         self.store.commit(op.take_commit())
