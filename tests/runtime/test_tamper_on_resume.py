@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import callbound as cb
-from callbound.core.audit import GENESIS, AuditEvent, link_hash
+from callbound.core.audit import GENESIS, AuditEvent, items_digest, link_hash
 from callbound.core.binding import TrustedCall, compute_binding
 from callbound.core.canonical import canonical_json, canonical_sha256, sha256_hex
 from callbound.runtime.verify import verify_store
@@ -303,14 +303,15 @@ def _rechain(db: Path, op_id: str, key: bytes | None, change: Callable[[int, dic
 
 
 def _plan_to(amount: float) -> Callable[[int, dict[str, Any]], None]:
-    digest = sha256_hex(canonical_json({**REFUND, "amount": amount}))
+    """Re-audit the refund turn's plan with the edited arguments (the digest the runtime would make)."""
+    calls = [
+        ["call_1", "get_order", canonical_json({"order_id": "A1"})],
+        ["call_2", "refund", canonical_json({**REFUND, "amount": amount})],
+    ]
 
     def change(seq: int, data: dict[str, Any]) -> None:
-        for item in data.get("events", []):
-            if item["kind"] == "plan":
-                for c in item["data"]["calls"]:
-                    if c[1] == "refund":
-                        c[2] = digest
+        if "plan" in data:
+            data["plan"][1] = items_digest(calls)
 
     return change
 
@@ -402,11 +403,14 @@ def test_plan_and_items_are_audited_for_every_turn(tmp_path: Path) -> None:
     assert out.state == cb.State.COMPLETED and notes.n == 1
     from callbound.core.audit import audit_entries
 
-    entries = audit_entries(store.audit_events(out.operation_id))
-    kinds = [e.kind for e in entries]
-    assert kinds.count("plan") == 1 and kinds.count("items") >= 2
-    (plan,) = [e.data for e in entries if e.kind == "plan"]
-    assert plan["calls"] == [["call_1", "set_note", sha256_hex(canonical_json({"order_id": "A1"}))]]
+    events = store.audit_events(out.operation_id)
+    plans = [ev.data["plan"] for ev in events if "plan" in ev.data]
+    want = items_digest([["call_1", "set_note", canonical_json({"order_id": "A1"})]])
+    assert plans == [["resp_1", want]]
+    transcripts = [ev.data["transcript"] for ev in events if "transcript" in ev.data]
+    assert transcripts[0][0] == 0 and len(transcripts) >= 2
+    assert [t[0] for t in transcripts[1:]] == [a + n for a, n, _ in transcripts[:-1]]  # contiguous
+    entries = audit_entries(events)
     created = next(e.data for e in entries if e.kind == "created")
     assert created["digests"] == 1 and created["offered"] == ["set_note"]
     assert verify_store(store, out.operation_id) == []

@@ -6,10 +6,10 @@ results, the runtime audits:
 - ``created`` with ``digests: 1``, the tools offered and a digest of the instructions: the marker
   that this operation records the entries below (operations saved before them carry none, and for
   those only the chain itself is checked);
-- ``plan``: per call of a turn, its id, tool and the SHA-256 of the canonical arguments the handler
-  will be given, in the same commit (C1) as the turn;
-- ``items``: the position, length and digest of every slice appended to the transcript the model
-  is sent;
+- on the commit link itself (next to its ``events``), to keep the chain small: ``plan``, the response
+  id and one digest of its calls (id, tool and the canonical arguments the handler will be given) in
+  the commit that holds the turn (C1); ``transcript``, the position, count and digest of the items the
+  commit appends, which the model reads on its next request;
 - ``sealed``: the binding of every result envelope committed before the turn's results are sent
   (a mixed turn's reads while a write waits for approval), which ``result`` entries record at C2.
 
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.audit import AuditEntry, AuditEvent, audit_entries, items_digest, verify_chain
+from ..core.audit import AuditEvent, audit_entries, items_digest, verify_chain
 from ..core.canonical import sha256_hex
 from ..core.errors import UsageError
 from ..core.states import TERMINAL, State
@@ -40,15 +40,20 @@ if TYPE_CHECKING:
 DIGESTS_VERSION = 1
 
 
-def arguments_digest(arguments_json: str | None) -> str | None:
-    return None if arguments_json is None else sha256_hex(arguments_json)
+def plan_digest(records: Iterable[CallRecord]) -> str | None:
+    """One digest of a turn's planned calls: what each handler will be given."""
+    return items_digest([[r.call_id, r.tool, r.arguments_json] for r in records])
 
 
-def plan_entry(response_id: str, records: Iterable[CallRecord]) -> dict[str, Any]:
-    return {
-        "response_id": response_id,
-        "calls": [[r.call_id, r.tool, arguments_digest(r.arguments_json)] for r in records],
-    }
+def _turn_plan_digest(turn: ModelTurn) -> str | None:
+    """The same digest from the stored turn: first calls of each id, in order, as planning takes them."""
+    seen: set[str] = set()
+    calls = []
+    for c in turn.calls:
+        if c.call_id not in seen:
+            seen.add(c.call_id)
+            calls.append([c.call_id, c.name, call_arguments_json(c)])
+    return items_digest(calls)
 
 
 def created_entry(op: Operation, input_sha256: str) -> dict[str, Any]:
@@ -104,23 +109,30 @@ def chain_fault(events: Sequence[AuditEvent], head: dict[str, Any], key: bytes |
 
 
 def problems(
-    op: Operation, entries: Sequence[AuditEntry], turns: dict[str, ModelTurn] | None = None
+    op: Operation, events: Sequence[AuditEvent], turns: dict[str, ModelTurn] | None = None
 ) -> list[Problem]:
-    """Where the operation differs from what its audit entries record. ``turns``: every stored model
+    """Where the operation differs from what its audit chain records. ``turns``: every stored model
     turn by response id (``audit verify`` passes them; a resume checks the turn under work only)."""
+    entries = audit_entries(events)
     created = next((e.data for e in entries if e.kind == "created"), None)
     if created is None or created.get("digests") != DIGESTS_VERSION:
         return []  # saved before these entries existed: the chain is all there is to check
     out: list[Problem] = []
     out += _created_problems(op, created)
-    out += _items_problems(op.transcript, [e.data for e in entries if e.kind == "items"])
-    plans: dict[Any, dict[str, Any]] = {}
+    transcripts: list[Any] = []
+    plans: dict[Any, Any] = {}
+    for ev in events:
+        if ev.kind == "commit":
+            if "transcript" in ev.data:
+                transcripts.append(ev.data["transcript"])
+            plan = ev.data.get("plan")
+            if isinstance(plan, list) and len(plan) == 2:
+                plans[plan[0]] = plan[1]
+    out += _items_problems(op.transcript, transcripts)
     raws: dict[Any, Any] = {}
     bindings: dict[tuple[Any, Any], Any] = {}
     for e in entries:
-        if e.kind == "plan":
-            plans[e.data.get("response_id")] = e.data
-        elif e.kind == "model_turn":
+        if e.kind == "model_turn":
             raws[e.data.get("response_id")] = e.data.get("raw_sha256")
         elif e.kind in ("sealed", "result"):
             bindings[(e.data.get("response_id"), e.data.get("call_id"))] = e.data.get("call_binding_sha256")
@@ -130,8 +142,10 @@ def problems(
     if last is not None and raws.get(last.response_id) != last.raw_sha256:
         out.append(Problem(f"model turn {last.response_id}", "differs from the audited model turn"))
     for rid, turn in (turns or {}).items():
-        if rid in plans:
-            out += _turn_problems(turn, plans[rid])
+        if rid in plans and _turn_plan_digest(turn) != plans[rid]:
+            out.append(
+                Problem(f"model turn {rid}", "its calls (tool or arguments) differ from the audited plan")
+            )
     return out
 
 
@@ -152,15 +166,15 @@ def _created_problems(op: Operation, created: dict[str, Any]) -> list[Problem]:
     return out
 
 
-def _items_problems(transcript: list[Any], audited: list[dict[str, Any]]) -> list[Problem]:
+def _items_problems(transcript: list[Any], audited: list[Any]) -> list[Problem]:
     out = []
     end = 0
-    for data in audited:
-        start, count = data.get("start"), data.get("count")
+    for entry in audited:
+        start, count, digest = entry if isinstance(entry, list) and len(entry) == 3 else (None, None, None)
         if not isinstance(start, int) or not isinstance(count, int) or start + count > len(transcript):
             out.append(Problem(f"transcript items from {start}", "audited but missing from the journal"))
             continue
-        if items_digest(transcript[start : start + count]) != data.get("sha256"):
+        if items_digest(transcript[start : start + count]) != digest:
             out.append(
                 Problem(f"transcript items {start}..{start + count - 1}", "differ from the audited digest")
             )
@@ -174,7 +188,7 @@ def _items_problems(transcript: list[Any], audited: list[dict[str, Any]]) -> lis
 
 def _current_problems(
     current: CurrentTurn,
-    plans: dict[Any, dict[str, Any]],
+    plans: dict[Any, Any],
     raws: dict[Any, Any],
     bindings: dict[tuple[Any, Any], Any],
 ) -> list[Problem]:
@@ -182,12 +196,12 @@ def _current_problems(
     where = f"turn under work {turn.response_id}"
     if raws.get(turn.response_id) != turn.raw_sha256:
         return [Problem(where, "differs from the audited model turn")]
-    audited = plans.get(turn.response_id)
-    if audited is None:
+    if turn.response_id not in plans:
         return [Problem(where, "no audited plan holds its calls")]
-    if audited.get("calls") != plan_entry(turn.response_id, current.records)["calls"]:
+    audited = plans[turn.response_id]
+    if audited != plan_digest(current.records) or audited != _turn_plan_digest(turn):
         return [Problem(where, "its calls (tool or arguments) differ from the audited plan")]
-    out = _turn_problems(turn, audited)
+    out: list[Problem] = []
     for rec in current.records:
         if rec.envelope is None:
             continue
@@ -200,24 +214,6 @@ def _current_problems(
                 )
             )
     return out
-
-
-def _turn_problems(turn: ModelTurn, audited: dict[str, Any]) -> list[Problem]:
-    """The stored turn's calls (which results are bound to) against the audited plan."""
-    first: dict[str, Any] = {}
-    for c in turn.calls:
-        first.setdefault(c.call_id, c)
-    for entry in audited.get("calls") or []:
-        call_id, tool, digest = entry if isinstance(entry, list) and len(entry) == 3 else (None, None, None)
-        call = first.get(call_id) if isinstance(call_id, str) else None
-        if call is None or call.name != tool or arguments_digest(call_arguments_json(call)) != digest:
-            return [
-                Problem(
-                    f"model turn {turn.response_id}",
-                    f"call {call_id} differs from the audited plan (tool or arguments)",
-                )
-            ]
-    return []
 
 
 async def load_to_drive(runner: Runner, operation_id: str) -> tuple[Operation, Outcome | None]:
@@ -243,7 +239,7 @@ async def load_to_drive(runner: Runner, operation_id: str) -> tuple[Operation, O
     found = (
         [f"{fault.where}: {fault.why}"]
         if fault is not None
-        else [f"{p.where}: {p.why}" for p in problems(op, audit_entries(events))]
+        else [f"{p.where}: {p.why}" for p in problems(op, events)]
     )
     if not found:
         return op, None

@@ -142,6 +142,7 @@ class Operation:
     # C2 audits their bindings ("sealed"), so a result saved across a pause is vouched for (D20).
     unaudited_seals: list[CallRecord] = field(default_factory=list)
     audited_items: int = 0  # transcript items the chain vouches for (all of them after each commit)
+    pending_plan: list[Any] | None = None  # [response id, digest of its planned calls] for the next link
     audit_key: bytes | None = None
     _budgets_cache: tuple[Budgets, dict[str, Any]] | None = None
     # ISO texts the head repeats on every commit: created_at never changes, and the last transition's
@@ -175,13 +176,29 @@ class Operation:
         self.audit_key = key
 
     def _seal_audit(self) -> None:
-        if not self.pending_audit_items:
+        """Chain what this commit records as one link: its entries, and (D20) the plan of the turn it
+        holds and the digest of the transcript items it appends. Those two sit on the link itself
+        rather than as entries of their own: they are on every round trip, and an entry costs two
+        dicts more for every commit an operation keeps in memory."""
+        if (
+            not self.pending_audit_items
+            and self.pending_plan is None
+            and len(self.transcript) == self.audited_items
+        ):
             return
+        at = self._latest_iso()
         items = self.pending_audit_items
         self.pending_audit_items = []
-        ev = next_event(
-            self.audit_tail, self.operation_id, "commit", items[-1]["at"], {"events": items}, self.audit_key
-        )
+        data: dict[str, Any] = {"events": items}
+        if self.pending_plan is not None:
+            data["plan"] = self.pending_plan
+            self.pending_plan = None
+        if len(self.transcript) > self.audited_items:
+            start = self.audited_items
+            added = self.transcript[start:]
+            data["transcript"] = [start, len(added), items_digest(added)]
+            self.audited_items = len(self.transcript)
+        ev = next_event(self.audit_tail, self.operation_id, "commit", at, data, self.audit_key)
         self.audit_tail = ev
         self.pending_audit.append(ev)
 
@@ -189,16 +206,6 @@ class Operation:
         if items:
             self.transcript.extend(items)
             self.pending_journal.append(JournalRow("items", {"items": items}))
-
-    def _audit_items(self) -> None:
-        """D20: one digest per commit of the transcript items it appends, which the model reads on
-        the next request, also after a restart (one digest rather than one per append: this runs
-        for every round trip)."""
-        start = self.audited_items
-        added = self.transcript[start:]
-        data = {"start": start, "count": len(added), "sha256": items_digest(added)}
-        self.pending_audit_items.append({"kind": "items", "at": self._latest_iso(), "data": data})
-        self.audited_items = len(self.transcript)
 
     def _latest_iso(self) -> str:
         """When the latest thing this commit records happened (entries that follow from it, such as
@@ -276,8 +283,6 @@ class Operation:
     def take_commit(self) -> Commit:
         if self.unaudited_seals:
             self._audit_seals()
-        if len(self.transcript) > self.audited_items:
-            self._audit_items()
         self._seal_audit()
         c = Commit(
             operation_id=self.operation_id,

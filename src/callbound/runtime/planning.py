@@ -27,7 +27,7 @@ from ..core.types import ModelTurn, error_result
 from .crash import crash_point, ledger_disabled
 from .decisions import check_approver
 from .execute import ledger_entry, seal
-from .integrity import plan_entry
+from .integrity import plan_digest
 from .operation import PLANNED, WAITING, CallRecord, CurrentTurn, Operation
 from .outcome import ApproverNotAllowed
 from .results import call_arguments_json
@@ -104,7 +104,7 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
                 runner.audit_key,
             )
     # D20: what each handler will be given, in the commit that holds the turn (C1)
-    op.audit(now, "plan", plan_entry(turn.response_id, records), runner.audit_key)
+    op.pending_plan = [turn.response_id, plan_digest(records)]
     after_plan(runner, op)
 
 

@@ -177,7 +177,7 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
     except Exception as exc:  # an edited row may not even load; that is a finding, not a crash
         problems.append(Problem(operation_id, "operation", f"its row cannot be loaded ({exc!r})"))
     else:
-        for p in digest_problems(op, entries, turns):
+        for p in digest_problems(op, events, turns):
             problems.append(Problem(operation_id, p.where, p.why))
     if last_turn is not None and head.get("state") == "COMPLETED" and head.get("text") != last_turn.text:
         problems.append(
