@@ -459,25 +459,34 @@ class _DiesOnRequest:
         return await self.inner.complete(body, **kw)
 
 
-def test_the_turn_previous_response_id_continues_from_is_checked(tmp_path: Path) -> None:
-    """With previous_response_id the next request names the last turn's id; an edited id would
-    continue another conversation on the provider's side."""
+PREV_ID = {"continuation": "previous_response_id"}
+
+
+def died_after_c2(tmp_path: Path) -> tuple[Any, str, Path]:
+    """A previous_response_id operation whose process died asking for its second turn: left in
+    MODEL_REQUESTED, committed, with resp_1 as the turn the next request continues from."""
     db = tmp_path / "cb.db"
     store: Any = open_store(f"sqlite:///{db}")
     script = [calls("resp_1", fc("call_1", "get_order", {"order_id": "A1"})), final("resp_2")]
-    settings = {"continuation": "previous_response_id"}
-    h = make(script, [get_order_tool()], store=store, settings=settings)
+    h = make(script, [get_order_tool()], store=store, settings=PREV_ID)
     h.runner.model = _DiesOnRequest(h.model, at=2)
     with pytest.raises(KeyboardInterrupt):
         h.runner.run_sync("Where is A1?", tenant="acme", subject="user-1")
     (op_id,) = [o["operation_id"] for o in store.list_operations()]
     assert store.load_operation(op_id).head["state"] == "MODEL_REQUESTED"
+    return h, op_id, db
+
+
+def test_the_turn_previous_response_id_continues_from_is_checked(tmp_path: Path) -> None:
+    """With previous_response_id the next request names the last turn's id; an edited id would
+    continue another conversation on the provider's side."""
+    h, op_id, db = died_after_c2(tmp_path)
 
     def other_id(doc: dict[str, Any]) -> None:
         doc["turn"]["response_id"] = "resp_someone_elses"
 
     edit_journal(db, op_id, "turn", other_id)
-    h2 = rebuild(h, [get_order_tool()], settings=settings)
+    h2 = rebuild(h, [get_order_tool()], settings=PREV_ID)
     out = h2.runner.resume_sync(op_id)
     assert out.state == cb.State.FAILED and out.reason == "INTEGRITY"
     assert out.escalation is not None and "model turn resp_someone_elses" in out.escalation["detail"]
@@ -485,15 +494,8 @@ def test_the_turn_previous_response_id_continues_from_is_checked(tmp_path: Path)
 
 
 def test_negative_control_a_crash_after_c2_resumes_with_previous_response_id(tmp_path: Path) -> None:
-    store: Any = open_store(f"sqlite:///{tmp_path / 'cb.db'}")
-    script = [calls("resp_1", fc("call_1", "get_order", {"order_id": "A1"})), final("resp_2")]
-    settings = {"continuation": "previous_response_id"}
-    h = make(script, [get_order_tool()], store=store, settings=settings)
-    h.runner.model = _DiesOnRequest(h.model, at=2)
-    with pytest.raises(KeyboardInterrupt):
-        h.runner.run_sync("Where is A1?", tenant="acme", subject="user-1")
-    (op_id,) = [o["operation_id"] for o in store.list_operations()]
-    h2 = rebuild(h, [get_order_tool()], settings=settings)
+    h, op_id, _ = died_after_c2(tmp_path)
+    h2 = rebuild(h, [get_order_tool()], settings=PREV_ID)
     out = h2.runner.resume_sync(op_id)
     assert out.state == cb.State.COMPLETED
     assert h2.model.requests[-1]["previous_response_id"] == "resp_1"

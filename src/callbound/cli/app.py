@@ -5,7 +5,6 @@ other terminal state."""
 from __future__ import annotations
 
 import atexit
-import contextlib
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ from rich.console import Console
 
 from ..core.errors import CallboundError, StoreError, UsageError
 from ..runtime.runner import Outcome
+from .lifecycle import let_tool_handlers_finish, serve
 from .render import print_outcome, print_timeline_row, progress_printer
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run LLM tool-calling loops safely.")
@@ -537,41 +537,13 @@ def worker_cmd(
             lease_s=lease,
             poll_s=poll,
         )
-        stats = asyncio.run(_serve(worker, max_operations, idle_exit))
+        stats = asyncio.run(serve(worker, err, max_operations, idle_exit))
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
     out.print(
         f"worker {worker.worker_id}: claimed {stats.claimed}, finished {stats.finished}, paused "
         f"{stats.paused}, lost leases {stats.lost_lease}, errors {stats.errors}"
     )
-
-
-async def _serve(worker: Any, max_operations: int | None, idle_exit: float | None) -> Any:
-    """Run the worker; SIGTERM or Ctrl-C stops it after the operation in hand (its lease released,
-    the summary printed, exit 0), as a process manager expects. A second signal stops it at once
-    (the default action): its operation's lease then expires and another worker takes it over."""
-    import asyncio
-    import signal
-
-    loop = asyncio.get_running_loop()
-
-    def on_signal(sig: signal.Signals) -> None:
-        if worker.stopping:
-            for s in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(s)
-            signal.raise_signal(sig)
-            return
-        err.print(
-            f"worker {worker.worker_id}: {sig.name}, stopping after the current operation "
-            "(signal again to stop now)",
-            highlight=False,
-        )
-        worker.stop()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off the main thread
-            loop.add_signal_handler(sig, on_signal, sig)
-    return await worker.run(max_operations=max_operations, idle_exit_s=idle_exit)
 
 
 from .live import register as _register_live  # noqa: E402
@@ -583,20 +555,4 @@ def main() -> None:
     try:
         app()
     finally:
-        _let_tool_handlers_finish()
-
-
-def _let_tool_handlers_finish() -> None:
-    """A sync handler that timed out may still run in its (daemon) thread. Give it its grace period
-    to finish, then exit without it rather than hang: its call already ended as a timeout, and a
-    write's unknown effect is reconciled on resume (D16)."""
-    from ..runtime.tools import executors_with_running_handlers
-
-    left = sum(ex.drain(ex.grace_s) for ex in executors_with_running_handlers())
-    if left:
-        err.print(
-            f"[yellow]warning:[/yellow] {left} tool handler(s) that timed out are still running; exiting "
-            "without waiting for them (their calls ended as timeouts; a write's effect is reconciled "
-            "on resume)",
-            highlight=False,
-        )
+        let_tool_handlers_finish(err)
