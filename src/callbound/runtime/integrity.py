@@ -3,9 +3,9 @@
 The chain hashes digests of an operation's inputs and outputs. Besides transitions, turns and
 results, the runtime audits:
 
-- ``created`` with ``digests: 1``, the tools offered and a digest of the instructions: the marker
-  that this operation records the entries below (operations saved before them carry none, and for
-  those only the chain itself is checked);
+- ``created`` with ``digests: 1``, the tools offered and digests of the instructions, budgets and
+  model settings: the marker that this operation records what follows (operations saved before it
+  carry none, and for those only the chain itself is checked);
 - on the commit link itself (next to its ``events``), to keep the chain small: ``plan``, the response
   id and one digest of its calls (id, tool and the canonical arguments the handler will be given) in
   the commit that holds the turn (C1); ``transcript``, the position, count and digest of the items the
@@ -15,7 +15,7 @@ results, the runtime audits:
 
 ``problems`` compares a loaded operation with those entries, so an edit of the database between two
 commits (a pending write's arguments, a result or transcript item the model will read, the tools
-offered) is found before any handler runs or any request is sent. Without ``CALLBOUND_AUDIT_KEY`` a
+offered, the budgets) is found before any handler runs or any request is sent. Without ``CALLBOUND_AUDIT_KEY`` a
 writer who also recomputes the chain gets through (D20: naive edits only); with it, they do not.
 """
 
