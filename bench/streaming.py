@@ -299,8 +299,8 @@ def assemble_callbound(api: str, chunks: list[bytes]) -> Any:
     from callbound.adapters.stream import StreamFeed
 
     # The transports' path (callbound.transports.feed_stream): SSE reader → assembler, SHA-256 included.
-    caps = StreamCaps(max_call_bytes=64_000_000, max_response_bytes=64_000_000)
-    stream = StreamFeed(get(api).stream_assembler(caps))
+    caps = StreamCaps(max_call_bytes=64_000_000, max_response_bytes=64_000_000, max_body_bytes=256_000_000)
+    stream = StreamFeed(get(api).stream_assembler(caps), max_event=caps.max_body_bytes)
     for chunk in chunks:
         stream.feed(chunk)
     stream.close()

@@ -140,6 +140,10 @@ class ScriptedModel:
         if isinstance(item, Stream | list):
             return self._play_stream(item, on_progress, model)
         if isinstance(item, dict | str | bytes):
+            if isinstance(item, str | bytes):
+                size = len(item.encode("utf-8") if isinstance(item, str) else item)
+                if size > (self.caps or StreamCaps()).max_body_bytes:
+                    return self._adapter.map_error(RawFailure("too_large"), model=model)
             return capped(self._adapter.parse_response(item, model=model), self.caps)
         raise UsageError(f"ScriptedModel cannot play a {type(item).__name__}")
 
@@ -150,7 +154,7 @@ class ScriptedModel:
         if isinstance(item, Stream):
             # Raw bytes take the transports' path: SSE reader, then the assembler.
             raw = item.text.encode("utf-8") if isinstance(item.text, str) else item.text
-            stream = StreamFeed(asm, on_progress)
+            stream = StreamFeed(asm, on_progress, max_event=(self.caps or StreamCaps()).max_body_bytes)
             for i in range(0, len(raw), item.chunk_size):
                 stream.feed(raw[i : i + item.chunk_size])
                 if stream.aborted:

@@ -68,6 +68,13 @@ class Seen:
         return json.loads(self.body)
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that stops reading on purpose (a byte cap, a cut stream) drops the connection.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class Loopback:
     def __init__(self) -> None:
         self.replies: list[Reply] = []
@@ -118,7 +125,7 @@ class Loopback:
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)  # the connection drops mid-stream
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.root = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})

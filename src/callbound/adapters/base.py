@@ -21,20 +21,38 @@ from typing import Any, Protocol
 
 from ..core.arguments import loads_body, parse_arguments
 from ..core.canonical import canonical_json
-from ..core.errors import ProtocolViolation
+from ..core.errors import ProtocolViolation, UsageError
 from ..core.registry import ToolDeclaration
 from ..core.types import Failure, Finish, ModelTurn, Progress, Provenance, RawFailure, ToolCall, Usage
 
 DEFAULT_MAX_CALL_BYTES = 1 << 20  # 1 MiB of argument text per call
 DEFAULT_MAX_RESPONSE_BYTES = 8 << 20  # 8 MiB of argument text per response
+# 64 MiB: a plain body, or one stream event. A final event (Responses' response.completed) repeats the
+# whole response, arguments included, escaped: this leaves room for 8 MiB of arguments several times.
+DEFAULT_MAX_BODY_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
 class StreamCaps:
-    """Cumulative byte caps while assembling a stream; over a cap → TRUNCATED(arguments_too_large)."""
+    """Byte caps on one model response, streamed or plain.
+
+    - ``max_call_bytes`` / ``max_response_bytes``: argument text of one call / of all calls together;
+      over either → TRUNCATED(arguments_too_large), no call runs.
+    - ``max_body_bytes``: what callbound holds of one response at once: a plain body, or one stream
+      event not yet complete (its data lines and an unfinished line, counted in characters, each at
+      least a byte). Over it the transport stops reading → TRUNCATED(response_too_large), no call runs,
+      not retried: a server that sends one endless line or event cannot make callbound buffer it all.
+    """
 
     max_call_bytes: int = DEFAULT_MAX_CALL_BYTES
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("max_call_bytes", "max_response_bytes", "max_body_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UsageError(f"StreamCaps.{name} must be a whole number of bytes >= 0, not {value!r}")
 
 
 class StreamAssembler(Protocol):
@@ -313,6 +331,19 @@ def too_large_turn(api: str, provenance: Provenance, raw_sha256: str, response_i
     )
 
 
+def response_too_large(turn: ModelTurn) -> ModelTurn:
+    """``turn`` as TRUNCATED(response_too_large): a body or stream event went over
+    ``StreamCaps.max_body_bytes``. No call survives; response id, text read so far and usage stay."""
+    return replace(
+        turn,
+        finish=Finish.TRUNCATED,
+        reason="response_too_large",
+        calls=(),
+        continuation=(),
+        failure=Failure(kind="byte_cap", retryable=False),
+    )
+
+
 def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = None) -> ModelTurn:
     """A plain (not streamed) response gets the byte caps the same response would get as a stream: a
     call over ``max_call_bytes``, or calls over ``max_response_bytes`` together, make the turn
@@ -368,6 +399,17 @@ def map_failure(
     digest = hashlib.sha256(body_bytes(raw) if raw is not None else b"").hexdigest()
     if failure.kind == "stream_cut":
         return stream_cut_turn(api, provenance, digest, None)
+    if failure.kind == "too_large":  # a plain body over StreamCaps.max_body_bytes, not read further
+        return failure_turn(
+            api,
+            provenance,
+            digest,
+            response_id=None,
+            raw_stop_reason=None,
+            reason="response_too_large",
+            failure=Failure(kind="byte_cap", retryable=False),
+            finish=Finish.TRUNCATED,
+        )
     if failure.kind == "http":
         return http_error(error_object(raw), digest)
     return failure_turn(

@@ -17,6 +17,11 @@ and joined once, when its line end arrives. Streams are mostly LF-framed one- or
 chunk without CR is split on blank lines and such events are read whole (``_read_blocks``); every other
 line goes through the per-line reader, which defines the semantics.
 
+Bounded (``max_event``): the text held for an event not yet complete (its data lines and a line not
+yet ended) may not grow past ``max_event`` characters; past it the reader raises ``EventTooLarge`` and
+is done. Only input larger than the limit is checked event by event, so the common path pays one
+length check per chunk.
+
 Events are handed on as ``Frame`` tuples (event name, data): ``SSEEvent`` objects are built only by the
 public ``feed``/``close``, since a frozen dataclass per event would cost more than reading it. With a
 recogniser (``feed_events``, used by ``callbound.adapters.stream``) an event whose whole text it matches
@@ -34,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..core.arguments import loads_body
-from ..core.errors import ProtocolViolation
+from ..core.errors import EventTooLarge, ProtocolViolation
 
 DONE = "[DONE]"
 
@@ -87,10 +92,24 @@ def string_value(found: re.Match[str], group: int) -> str:
 class SSEReader:
     """Feed bytes as they arrive; get complete events back."""
 
-    __slots__ = ("_data", "_decoder", "_event", "_mode", "_parts", "_pending_cr", "_started")
+    __slots__ = (
+        "_data",
+        "_decoder",
+        "_event",
+        "_held",
+        "_max",
+        "_mode",
+        "_parts",
+        "_pending_cr",
+        "_started",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, max_event: int | None = None) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        self._max = max_event
+        # Characters held for the event being read: its data lines so far and the pieces of a line not
+        # yet ended. Kept exactly only while that matters (see _check).
+        self._held = 0
         self._parts: list[str] = []  # pieces of the current partial line
         self._data: list[str] = []
         self._event: str | None = None
@@ -138,8 +157,14 @@ class SSEReader:
         if last < 0:
             if text:
                 self._parts.append(text)
+                if self._max is not None:
+                    self._held += len(text)
+                    if self._held > self._max:
+                        raise EventTooLarge(self._max)
             return []
         head, tail = text[: last + 1], text[last + 1 :]
+        if self._max is not None:
+            self._check(head, tail)
         if self._parts:
             self._parts.append(head)
             head = "".join(self._parts)
@@ -153,7 +178,35 @@ class SSEReader:
             self._read_blocks(head, recognise, out)
         else:
             self._read_lines(head, out)
+        if self._max is not None:
+            self._held = len(tail) + (sum(len(d) for d in self._data) if self._data else 0)
         return out
+
+    def _check(self, head: str, tail: str) -> None:
+        """Raise ``EventTooLarge`` if reading ``head`` (whole lines) would make some event hold more than
+        the limit, or the event left open plus ``tail`` (a line not yet ended) would. What an event
+        holds is its data values (a JSON-lines payload: its line); other fields are not kept. The text
+        is measured line by line only when, with what is held already, it could go over."""
+        limit = cast(int, self._max)
+        if self._held + len(head) + len(tail) <= limit:
+            return
+        partial = "".join(self._parts)  # the start of head's first line
+        size = self._held - len(partial)  # the open event's data values
+        mode = self._mode
+        for line in _LINE_END.split(partial + head)[:-1]:
+            if mode is None and line.strip():  # decided as _line decides it
+                mode = "jsonl" if line.strip().startswith(("{", "[")) else "sse"
+            jsonl = mode == "jsonl"
+            if jsonl:
+                size = len(line)
+            elif not line:
+                size = 0
+            elif line.startswith("data:"):
+                size += len(line) - (6 if line.startswith("data: ") else 5)
+            if size > limit:
+                raise EventTooLarge(limit)
+        if (0 if mode == "jsonl" else size) + len(tail) > limit:
+            raise EventTooLarge(limit)
 
     def _read_lines(self, text: str, out: list[RawEvent]) -> None:
         """Whole lines (``text`` ends with a line end), one at a time."""

@@ -20,9 +20,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ..core.errors import EventTooLarge
 from ..core.model import ProgressCallback
 from ..core.types import ModelTurn
-from .base import StreamAssembler
+from .base import StreamAssembler, response_too_large
 from .sse import Frame, RawEvent, Recogniser, SSEReader, decode_frame
 
 
@@ -79,15 +80,36 @@ class StreamFeed:
 
     ``feed`` and ``close`` raise ``ProtocolViolation`` for input that is not UTF-8 or an event that
     is not JSON; the events before it have been fed. ``finish`` hands the assembler the SHA-256 of
-    every byte fed (D7). ``events`` counts the events fed."""
+    every byte fed (D7). ``events`` counts the events fed.
 
-    __slots__ = ("_digest", "_feed_events", "_on_progress", "_reader", "_recognise", "assembler", "events")
+    ``max_event`` (``StreamCaps.max_body_bytes`` in the transports): an event that grows past it
+    before it is complete stops the feed (``aborted``; later chunks are ignored) and ``finish`` says
+    TRUNCATED(response_too_large) with no calls, so a server cannot make callbound buffer one endless
+    event or line."""
 
-    def __init__(self, assembler: StreamAssembler, on_progress: ProgressCallback | None = None) -> None:
+    __slots__ = (
+        "_digest",
+        "_feed_events",
+        "_on_progress",
+        "_reader",
+        "_recognise",
+        "assembler",
+        "events",
+        "too_large",
+    )
+
+    def __init__(
+        self,
+        assembler: StreamAssembler,
+        on_progress: ProgressCallback | None = None,
+        *,
+        max_event: int | None = None,
+    ) -> None:
         self.assembler = assembler
         self.events = 0
+        self.too_large = False
         self._on_progress = on_progress
-        self._reader = SSEReader()
+        self._reader = SSEReader(max_event)
         self._digest = hashlib.sha256()
         self._recognise: Recogniser | None = None
         self._feed_events: Callable[[Sequence[RawEvent], ProgressCallback | None], None] = self._reference
@@ -98,7 +120,7 @@ class StreamFeed:
     @property
     def aborted(self) -> bool:
         """A byte cap tripped: the caller may stop reading (``finish`` says TRUNCATED)."""
-        return self.assembler.aborted
+        return self.too_large or self.assembler.aborted
 
     @property
     def complete(self) -> bool:
@@ -107,15 +129,24 @@ class StreamFeed:
         return bool(getattr(self.assembler, "complete", False))
 
     def feed(self, chunk: bytes) -> None:
+        if self.too_large:
+            return
         self._digest.update(chunk)
-        self._dispatch(self._reader.feed_events(chunk, self._recognise))
+        try:
+            events = self._reader.feed_events(chunk, self._recognise)
+        except EventTooLarge:
+            self.too_large = True
+            return
+        self._dispatch(events)
 
     def close(self) -> None:
         """End of input: a last event whose data is complete still counts (D33)."""
-        self._dispatch(self._reader.close_frames())
+        if not self.too_large:
+            self._dispatch(self._reader.close_frames())
 
     def finish(self) -> ModelTurn:
-        return self.assembler.finish(self._digest.hexdigest())
+        turn = self.assembler.finish(self._digest.hexdigest())
+        return response_too_large(turn) if self.too_large else turn
 
     def _dispatch(self, events: Sequence[RawEvent]) -> None:
         if events:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..adapters import get as get_adapter
+from ..adapters.base import StreamCaps
 from ..adapters.sse import looks_like_stream
 from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
@@ -48,7 +49,8 @@ def parse_input(api: str, data: bytes) -> dict[str, Any]:
             return turn_json(adapter.parse_response(data))
         except ProtocolViolation as exc:
             raise UsageError(f"cannot read the body: {exc}") from exc
-    stream = StreamFeed(adapter.stream_assembler())
+    # The default caps, as a transport applies them: the turn shown is the turn a run would get.
+    stream = StreamFeed(adapter.stream_assembler(), max_event=StreamCaps().max_body_bytes)
     try:
         stream.feed(data)
         if kind == "jsonl" and api == "openai-chat" and "[DONE]" not in text:

@@ -8,6 +8,7 @@
     │   ├── ScriptExhausted        ScriptedModel has no response k (D24)
     │   └── ApprovalAlreadyDecided another decision was recorded first (D17)
     ├── ProtocolViolation          the model or provider broke its wire contract
+    │   └── EventTooLarge          a stream event outgrew StreamCaps.max_body_bytes
     ├── CorrelationError           results do not pair one-to-one with the proposed calls
     ├── BindingMismatch            a result's binding does not match its trusted context
     ├── IllegalTransition          a state change the transition table does not allow
@@ -51,6 +52,19 @@ class UnknownApproval(UsageError):
 
 class ProtocolViolation(CallboundError):
     """The model or provider sent something its own wire contract forbids."""
+
+
+class EventTooLarge(ProtocolViolation):
+    """One stream event, or a line not yet ended, grew past ``StreamCaps.max_body_bytes`` before it was
+    complete. Transports stop reading and report TRUNCATED(response_too_large); ``callbound parse``
+    says which limit to raise."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"a stream event grew past {limit} characters before it ended; raise StreamCaps.max_body_bytes "
+            "if the provider really sends events this large"
+        )
+        self.limit = limit
 
 
 class CorrelationError(CallboundError):

@@ -91,7 +91,7 @@ class Provenance:
 class Failure:
     """A provider failure, classified by the adapter's ``map_error`` (D26, D30, D32)."""
 
-    kind: str  # "http" | "error_event" | "error_body" | "connection" | "timeout" | "stream_cut"
+    kind: str  # "http" | "error_event" | "error_body" | "connection" | "timeout" | "stream_cut" | "byte_cap"
     retryable: bool
     status: int | None = None
     error_type: str | None = None
@@ -199,7 +199,7 @@ class RawFailure:
     """A failure as a transport saw it, before any classification (D30). ``adapter.map_error`` alone
     decides what it means."""
 
-    kind: str  # "http" | "connection" | "timeout" | "stream_cut"
+    kind: str  # "http" | "connection" | "timeout" | "stream_cut" | "too_large" (a body over max_body_bytes)
     status: int | None = None
     body: bytes | str | dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)

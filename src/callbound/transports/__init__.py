@@ -33,7 +33,7 @@ from ..adapters.base import Adapter, StreamCaps, capped
 from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
-from ..core.types import ModelTurn
+from ..core.types import ModelTurn, RawFailure
 
 if TYPE_CHECKING:
     from ..core.model import ModelClient
@@ -47,6 +47,7 @@ __all__ = [
     "feed_stream",
     "make_client",
     "missing_key",
+    "read_capped",
     "split_kwargs",
     "stainless_complete",
     "stamp_sdk_version",
@@ -184,7 +185,11 @@ async def feed_stream(
     ``finish`` gets the SHA-256 of every byte received. A stream that breaks mid-way (an exception in
     ``broken``, or an event that is not JSON) simply ends there: the assembler says TRUNCATED
     (``stream_interrupted``, retryable) when its terminal event never came (D1, D26)."""
-    stream = StreamFeed(adapter.stream_assembler(caps, model=model), on_progress)
+    stream = StreamFeed(
+        adapter.stream_assembler(caps, model=model),
+        on_progress,
+        max_event=(caps or StreamCaps()).max_body_bytes,
+    )
     try:
         async for chunk in chunks:
             if not chunk:
@@ -200,6 +205,29 @@ async def feed_stream(
         with contextlib.suppress(ProtocolViolation):
             stream.close()  # D33: a last event whose data is complete still counts
     return stream.finish()
+
+
+async def read_capped(chunks: AsyncIterator[bytes], limit: int) -> bytes | None:
+    """A plain body, read whole; ``None`` as soon as it goes over ``limit`` bytes
+    (``StreamCaps.max_body_bytes``), without reading the rest."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def plain_turn(adapter: Adapter, raw: bytes | None, caps: StreamCaps | None, model: str | None) -> ModelTurn:
+    """The turn of a plain 2xx body: TRUNCATED(response_too_large) for ``None`` (over the body cap) or
+    a body over it, else the adapter's parse with the argument caps. Raises ``ProtocolViolation`` when
+    the body is not the provider's JSON (the caller classifies it like an error body)."""
+    limit = (caps or StreamCaps()).max_body_bytes
+    if raw is None or len(raw) > limit:
+        return adapter.map_error(RawFailure("too_large"), model=model)
+    return capped(adapter.parse_response(raw, model=model), caps, len(raw))
 
 
 def stamp_sdk_version(turn: ModelTurn, sdk_version: str) -> ModelTurn:
@@ -263,14 +291,12 @@ async def stainless_complete(
     caps: StreamCaps | None = None,
 ) -> ModelTurn:
     """One request through an OpenAI- or Anthropic-style SDK resource (``client.responses``,
-    ``client.chat.completions``, ``client.messages``), reading the raw bytes back:
-    ``resource.with_raw_response.create(...)`` for a plain body (the raw ``http_response`` bytes) and
-    ``resource.with_streaming_response.create(...)`` for a stream (``iter_bytes()``, never the SDK's
+    ``client.chat.completions``, ``client.messages``), reading the raw bytes back through
+    ``resource.with_streaming_response.create(...)``: ``iter_bytes()`` of a plain body, read up to
+    ``StreamCaps.max_body_bytes``, or of a stream, through callbound's SSE reader (never the SDK's
     own event parser). SDK exceptions become a ``RawFailure`` (D30): ``APIStatusError`` → "http" with
     the status, body bytes and headers; ``APITimeoutError`` → "timeout"; ``APIConnectionError`` →
     "connection"."""
-    from ..core.types import RawFailure
-
     known, extra = split_kwargs(resource.create, body)
     options: dict[str, Any] = {"timeout": timeout}
     if extra:
@@ -287,15 +313,15 @@ async def stainless_complete(
                     caps=caps,
                     broken=(*broken, sdk.APIConnectionError),
                 )
-        raw = await resource.with_raw_response.create(**known, **options)
-        http_response = raw.http_response
+        async with resource.with_streaming_response.create(**known, **options) as response:
+            http_response = response.http_response
+            try:
+                content = await read_capped(response.iter_bytes(), (caps or StreamCaps()).max_body_bytes)
+            except broken as exc:
+                kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
+                return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
         try:
-            content: bytes = await http_response.aread()
-        except broken as exc:
-            kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
-            return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
-        try:
-            return capped(adapter.parse_response(content, model=model), caps, len(content))
+            return plain_turn(adapter, content, caps, model)
         except ProtocolViolation:
             failure = RawFailure("http", http_response.status_code, content, dict(http_response.headers))
             return adapter.map_error(failure, model=model)

@@ -31,7 +31,7 @@ import json
 from typing import Any
 
 from ..adapters import get as get_adapter
-from ..adapters.base import Adapter, StreamCaps, capped
+from ..adapters.base import Adapter, StreamCaps
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
@@ -39,6 +39,7 @@ from . import (
     api_key_for,
     effective_timeout,
     missing_key,
+    plain_turn,
     stamp_sdk_version,
     transport_errors,
     within_deadline,
@@ -172,7 +173,8 @@ class GeminiModel:
         text = http.body if http is not None and http.body is not None else ""
         raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         try:
-            return capped(self._adapter.parse_response(raw, model=model), self.caps, len(raw))
+            # The SDK has read the body already; a body over the cap still gets the same turn.
+            return plain_turn(self._adapter, raw, self.caps, model)
         except ProtocolViolation:
             headers = dict(http.headers or {}) if http is not None else {}
             return self._adapter.map_error(RawFailure("http", 200, raw, headers), model=model)

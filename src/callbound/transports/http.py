@@ -29,11 +29,19 @@ from urllib.parse import quote
 import httpx
 
 from ..adapters import get as get_adapter
-from ..adapters.base import Adapter, StreamCaps, capped
+from ..adapters.base import Adapter, StreamCaps
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
-from . import api_key_for, effective_timeout, feed_stream, stamp_sdk_version, within_deadline
+from . import (
+    api_key_for,
+    effective_timeout,
+    feed_stream,
+    plain_turn,
+    read_capped,
+    stamp_sdk_version,
+    within_deadline,
+)
 
 __all__ = ["DEFAULT_BASE_URLS", "INTERACTIONS_API_REVISION", "HttpModel"]
 
@@ -192,12 +200,14 @@ class HttpModel:
                         broken=_BROKEN,
                     )
                 try:
-                    raw = await response.aread()
+                    raw = await read_capped(
+                        response.aiter_bytes(), (self.caps or StreamCaps()).max_body_bytes
+                    )
                 except _BROKEN as exc:
                     kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
                     return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
                 try:
-                    return capped(adapter.parse_response(raw, model=model), self.caps, len(raw))
+                    return plain_turn(adapter, raw, self.caps, model)
                 except ProtocolViolation:
                     # A 2xx body that is not the provider's JSON: the adapter classifies it like
                     # an error body (fatal unless its status says otherwise).
@@ -210,8 +220,12 @@ class HttpModel:
             return adapter.map_error(RawFailure("connection", None, None, {}), model=model)
 
 
+# An error body longer than this is not read (the status alone must do): error bodies are small JSON.
+ERROR_BODY_LIMIT = 1 << 20
+
+
 async def _read_error_body(response: httpx.Response) -> bytes | None:
     try:
-        return await response.aread()
+        return await read_capped(response.aiter_bytes(), ERROR_BODY_LIMIT)
     except _BROKEN:  # the status alone must do
         return None
