@@ -16,8 +16,8 @@ trickling in) would never trip them. A request cut by the deadline returns the f
 maps to, like any other timeout.
 
 Nothing here imports an SDK or httpx at import time: ``import callbound`` never loads them. The
-helpers below are what the transports share: the missing-key check, the stream feeder, the deadline
-bound and the SDK version stamp.
+helpers below are what the transports share: the missing-key check, the stream feeder, the capped
+read of a plain body (``StreamCaps.max_body_bytes``), the deadline bound and the SDK version stamp.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ imported when a model is made, never by ``import callbound``).
 
 The SDK hands back the raw wire data, not re-shaped:
 
-- plain: ``client.messages.with_raw_response.create(...)``; the adapter parses the bytes of the raw
-  ``http_response``;
+- plain: ``client.messages.with_streaming_response.create(...)``; the body's ``iter_bytes()`` is read
+  up to ``StreamCaps.max_body_bytes`` and the adapter parses those bytes;
 - stream: ``client.messages.with_streaming_response.create(..., stream=True)``; its ``iter_bytes()``
   goes through callbound's own SSE reader, never the SDK's event accumulator.
 

@@ -3,9 +3,9 @@
 
 The SDK hands back the raw wire data, not re-shaped:
 
-- plain: ``client.responses.with_raw_response.create(...)`` /
-  ``client.chat.completions.with_raw_response.create(...)``; the adapter parses the bytes of the raw
-  ``http_response``;
+- plain: ``client.responses.with_streaming_response.create(...)`` /
+  ``client.chat.completions.with_streaming_response.create(...)``; the body's ``iter_bytes()`` is read
+  up to ``StreamCaps.max_body_bytes`` and the adapter parses those bytes;
 - stream: ``client.responses.with_streaming_response.create(..., stream=True)`` (and the Chat
   equivalent); its ``iter_bytes()`` goes through callbound's own SSE reader, never the SDK's parser.
 
