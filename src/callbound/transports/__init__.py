@@ -47,6 +47,7 @@ __all__ = [
     "feed_stream",
     "make_client",
     "missing_key",
+    "plain_turn",
     "read_capped",
     "split_kwargs",
     "stainless_complete",
