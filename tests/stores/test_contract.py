@@ -283,6 +283,47 @@ def test_a_claim_of_an_intent_another_operation_holds_is_refused_whole(store: An
     assert store.ledger_get("acme", "k1") == make_entry("k1", "op2", LedgerStatus.UNKNOWN)
 
 
+def test_a_claim_over_an_entry_that_changed_since_it_was_read_is_refused(store: Any) -> None:
+    """D13: a claim decided on a FAILED entry (definitely not applied, may run again) stands only while
+    the key still holds that entry: of two operations that read it at the same moment, the second is
+    refused, nothing of its commit is written, and the claimant's own entries never refuse it."""
+    for op in ("op0", "op1", "op2"):
+        create(store, op)
+    failed = make_entry("k1", "op0", LedgerStatus.FAILED)
+    store.commit(Commit("op0", make_head("op0"), ledger=[failed]))
+    read = ("op0", "FAILED")
+    store.commit(
+        Commit(
+            "op1", make_head("op1"), ledger=[replace(make_entry("k1", "op1"), claim=True, claim_over=read)]
+        )
+    )
+    late = Commit(
+        "op2",
+        make_head("op2", "EXECUTING"),
+        journal=[JournalRow("transition", {"state": "EXECUTING", "n": 1})],
+        ledger=[replace(make_entry("k1", "op2"), claim=True, claim_over=read)],
+    )
+    before = snapshot(store, "op2")
+    with pytest.raises(IntentTaken) as caught:
+        store.commit(late)
+    assert (caught.value.key, caught.value.holder) == ("k1", "op1")
+    assert snapshot(store, "op2") == before
+    assert store.ledger_get("acme", "k1") == make_entry("k1", "op1")
+    # the holder going on from its own entry, then failing: a claim read on that FAILED entry stands
+    store.commit(
+        Commit("op1", make_head("op1"), ledger=[replace(make_entry("k1", "op1", attempts=2), claim=True)])
+    )
+    store.commit(Commit("op1", make_head("op1"), ledger=[make_entry("k1", "op1", LedgerStatus.FAILED)]))
+    store.commit(
+        Commit(
+            "op2",
+            make_head("op2"),
+            ledger=[replace(make_entry("k1", "op2"), claim=True, claim_over=("op1", "FAILED"))],
+        )
+    )
+    assert store.ledger_get("acme", "k1") == make_entry("k1", "op2")
+
+
 # ---- approvals -------------------------------------------------------------------------------------
 
 
@@ -652,3 +693,48 @@ def test_concurrent_claims_are_exclusive(backend: Backend) -> None:
         t.join()
     assert sorted(op for op, _, _ in claimed) == [f"op{i:02d}" for i in range(24)]
     assert {fence for _, _, fence in claimed} == {1}
+
+
+def test_concurrent_claims_over_one_failed_entry_let_exactly_one_through(backend: Backend) -> None:
+    """D13, on real connections: eight operations that all read one FAILED entry claim it at the same
+    moment, 10 keys in a row; exactly one claim per key stands and the others get IntentTaken."""
+    first = backend.open()
+    ops = [f"op{i}" for i in range(8)]
+    for op in ["op_failed", *ops]:
+        create(first, op)
+    keys = [f"k{n}" for n in range(10)]
+    first.commit(
+        Commit(
+            "op_failed",
+            make_head("op_failed"),
+            ledger=[make_entry(k, "op_failed", LedgerStatus.FAILED) for k in keys],
+        )
+    )
+    stores = [backend.open() for _ in ops]
+    won: list[tuple[str, str]] = []
+    refused: list[tuple[str, str]] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(len(ops))
+
+    def work(store: Any, op: str) -> None:
+        for k in keys:
+            barrier.wait()
+            claim = replace(make_entry(k, op), claim=True, claim_over=("op_failed", "FAILED"))
+            try:
+                store.commit(Commit(op, make_head(op), ledger=[claim]))
+            except IntentTaken:
+                with lock:
+                    refused.append((k, op))
+            else:
+                with lock:
+                    won.append((k, op))
+
+    threads = [threading.Thread(target=work, args=(s, op)) for s, op in zip(stores, ops, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(k for k, _ in won) == keys  # one winner per key
+    assert len(refused) == len(keys) * (len(ops) - 1)
+    for k, op in won:
+        assert first.ledger_get("acme", k) == make_entry(k, op)

@@ -28,9 +28,14 @@ class LedgerEntry:
     # may still land at any moment, so no other operation may reconcile or re-run it (D16); only a
     # human, or the operation itself once resumed elsewhere, settles it.
     handler_alive: bool = False
-    # Not saved: a STARTED entry written after the ledger held nothing for its key. The store then
-    # refuses the commit (IntentTaken) if another operation's entry appeared meanwhile.
+    # Not saved: this entry takes the intent over (a fresh attempt's STARTED, or the UNKNOWN a
+    # reconcile starts with), decided on the entry read before it: ``claim_over`` is that entry's
+    # (operation_id, status), None when the ledger held nothing. The store refuses the commit
+    # (IntentTaken) unless the key still holds that entry, or an entry of this operation
+    # (``claim_refused``): two operations that read one FAILED entry at the same moment cannot both
+    # run the effect again.
     claim: bool = field(default=False, compare=False)
+    claim_over: tuple[str, str] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +63,16 @@ class LedgerEntry:
             d.get("lease_token"),
             bool(d.get("handler_alive", False)),
         )
+
+
+def claim_refused(entry: LedgerEntry, held: tuple[str, str] | None) -> bool:
+    """True when a store must refuse the claim ``entry`` (``entry.claim``) because the key's entry
+    changed since the claim was decided. ``held`` is the key's current (operation_id, status), None if
+    there is none (never written, or purged: nobody holds it). The claiming operation's own entry
+    never refuses it: only that operation writes over its own entries once it holds the key."""
+    if held is None or held[0] == entry.operation_id:
+        return False
+    return held != entry.claim_over
 
 
 class LedgerAction(StrEnum):

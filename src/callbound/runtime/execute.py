@@ -235,10 +235,16 @@ def _ledger(
     status: LedgerStatus,
     result: dict[str, Any] | None,
     attempts: int,
-    claim: bool = False,
     handler_alive: bool = False,
+    *,
+    claim: bool = False,
+    read: LedgerEntry | None = None,
 ) -> LedgerEntry:
+    """Queue a ledger write. ``claim``: this write takes the intent over, decided on the entry ``read``
+    (None: the ledger held nothing); the store refuses it if the key moved on since (D13). Without it:
+    a write by the operation that already holds the intent."""
     assert rec.idempotency_key is not None
+    claim = claim and not ledger_disabled()
     entry = LedgerEntry(
         rec.idempotency_key,
         op.tenant,
@@ -250,6 +256,7 @@ def _ledger(
         op.fence,
         handler_alive=handler_alive,
         claim=claim,
+        claim_over=None if read is None else (read.operation_id, read.status.value),
     )
     op.pending_ledger.append(entry)
     return entry
@@ -357,8 +364,9 @@ async def _run_write(
         seal(runner, op, turn, rec, spec, entry.result)
         return
     if action is LedgerAction.RECONCILE:
-        # STARTED left by a crash, or UNKNOWN from an earlier timeout: never re-run blindly.
-        _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts)
+        # STARTED left by a crash, or UNKNOWN from an earlier timeout: never re-run blindly. Taking it
+        # over is a claim: of two operations reconciling one entry at the same moment, one goes on.
+        _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts, claim=True, read=entry)
         await _reconcile(runner, op, turn, rec, spec, attempts)
         if rec.status != UNKNOWN and rec.effect == "not_applied":
             # definitely not applied: it may run now, as a fresh attempt
@@ -369,12 +377,11 @@ async def _run_write(
     if _repeat_refused(runner, op, turn, rec, spec):
         return
     attempts += 1
-    # A first claim of the intent: the store refuses it if another operation claimed it since the read
-    # (two operations proposing one refund at the same moment). Not under the crash matrix's negative
-    # control, which must be able to run an effect twice.
-    _ledger(
-        op, rec, spec, LedgerStatus.STARTED, None, attempts, claim=entry is None and not ledger_disabled()
-    )
+    # A claim of the intent, decided on the entry read (none, FAILED, or the one just reconciled): the
+    # store refuses it if another operation's entry replaced that one since the read (two operations
+    # proposing one refund at the same moment, or retrying one that definitely failed). Not under the
+    # crash matrix's negative control, which must be able to run an effect twice.
+    _ledger(op, rec, spec, LedgerStatus.STARTED, None, attempts, claim=True, read=entry)
     rec.status = RUNNING
     # Every commit links the audit chain, this one too: a write is about to start, and a commit built
     # from an older head (a cancel from another process) no longer follows the chain, so the store

@@ -10,7 +10,7 @@ from typing import Any
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
 from ..core.errors import IntentTaken, OperationExists, StaleLease, StoreError
-from ..core.idempotency import LedgerEntry
+from ..core.idempotency import LedgerEntry, claim_refused
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
 from .schema import utc
 
@@ -43,7 +43,7 @@ class MemoryStore:
                     )
             for entry in commit.ledger:
                 held = self._ledger.get((entry.tenant, entry.key)) if entry.claim else None
-                if held is not None and held.operation_id != entry.operation_id:
+                if held is not None and claim_refused(entry, (held.operation_id, held.status.value)):
                     raise IntentTaken(entry.tenant, entry.key, held.operation_id)
             stored = 0 if commit.create else len(self._audit[op])
             for i, ev in enumerate(commit.audit):

@@ -25,7 +25,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
 from ..core.errors import IntentTaken, OperationExists, SchemaVersionError, StaleLease, StoreError
-from ..core.idempotency import LedgerEntry
+from ..core.idempotency import LedgerEntry, claim_refused
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
 from .schema import (
     DB_SCHEMA_VERSION,
@@ -68,7 +68,8 @@ _CLAIM_LEDGER = (
     "INSERT INTO ledger (tenant, key, operation_id, status, entry) VALUES (%s, %s, %s, %s, %s::json) "
     "ON CONFLICT (tenant, key) DO NOTHING RETURNING 1"
 )
-_LEDGER_HOLDER = "SELECT operation_id FROM ledger WHERE tenant = %s AND key = %s"
+# FOR UPDATE: a concurrent claim of the same key waits for this transaction, then reads its entry.
+_LEDGER_HOLDER = "SELECT operation_id, status FROM ledger WHERE tenant = %s AND key = %s FOR UPDATE"
 _UPSERT_APPROVAL = (
     "INSERT INTO approvals (approval_id, operation_id, tenant, status, created_at, expires_at, data) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s::json) ON CONFLICT (approval_id) DO UPDATE SET "
@@ -296,10 +297,12 @@ class PostgresStore:
                     start = int(row[0]) - n_journal
                 for e, row_data in zip(commit.ledger, ledger, strict=True):
                     # Insert a claim alone first: a concurrent claim of the same key waits on this row's
-                    # lock and then finds it taken (READ COMMITTED re-reads per statement).
+                    # lock and then finds it taken (READ COMMITTED re-reads per statement). Over an
+                    # existing entry, the row lock of SELECT ... FOR UPDATE orders the claimants the same
+                    # way: the second one reads the first one's entry and is refused.
                     if e.claim and conn.execute(_CLAIM_LEDGER, row_data).fetchone() is None:
                         holder = conn.execute(_LEDGER_HOLDER, (e.tenant, e.key)).fetchone()
-                        if holder is not None and holder[0] != e.operation_id:
+                        if holder is not None and claim_refused(e, (holder[0], holder[1])):
                             raise IntentTaken(e.tenant, e.key, holder[0])
                 if journal_data or audit or ledger or approvals:
                     with conn.pipeline(), conn.cursor() as cur:

@@ -34,7 +34,7 @@ from ..core.errors import (
     StoreError,
     UsageError,
 )
-from ..core.idempotency import LedgerEntry
+from ..core.idempotency import LedgerEntry, claim_refused
 from .base import Commit, JournalRow, StoredOperation
 from .schema import (
     DB_SCHEMA_VERSION,
@@ -90,7 +90,7 @@ _UPSERT_LEDGER = (
     "ON CONFLICT (tenant, key) DO UPDATE SET operation_id = excluded.operation_id, "
     "status = excluded.status, entry = excluded.entry"
 )
-_LEDGER_HOLDER = "SELECT operation_id FROM ledger WHERE tenant = ? AND key = ?"
+_LEDGER_HOLDER = "SELECT operation_id, status FROM ledger WHERE tenant = ? AND key = ?"
 _UPSERT_APPROVAL = (
     "INSERT INTO approvals (approval_id, operation_id, tenant, status, created_us, expires_us, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id) DO UPDATE SET "
@@ -292,7 +292,7 @@ class SQLiteStore(SQLiteLeases):
         for e in commit.ledger:
             if e.claim:  # BEGIN IMMEDIATE holds the write lock: nobody can claim between read and write
                 row = conn.execute(_LEDGER_HOLDER, (e.tenant, e.key)).fetchone()
-                if row is not None and row[0] != e.operation_id:
+                if row is not None and claim_refused(e, (row[0], row[1])):
                     raise IntentTaken(e.tenant, e.key, row[0])
         if commit.create:
             start = self._insert(conn, commit, head_json, len(journal), len(audit))
