@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.binding import TrustedCall, make_envelope
 from ..core.canonical import canonical_bytes
-from ..core.dispatch import HANDLER_ERROR, IN_PROGRESS, NO_PROGRESS, RESULT_TOO_LARGE, TIMEOUT
+from ..core.dispatch import (
+    HANDLER_ERROR,
+    IN_PROGRESS,
+    INVALID_ARGUMENTS,
+    NO_PROGRESS,
+    RESULT_TOO_LARGE,
+    TIMEOUT,
+    UNKNOWN_TOOL,
+)
 from ..core.guards import identical_allowed, identical_key, result_cap
 from ..core.idempotency import LedgerAction, LedgerEntry, LedgerStatus, decide
 from ..core.registry import CallContext, ToolSpec
@@ -25,7 +33,7 @@ from ..core.states import TERMINAL
 from ..core.types import ModelTurn, ToolCall, error_result, ok_result
 from .crash import crash_point, ledger_disabled
 from .operation import DONE, PLANNED, RUNNING, UNKNOWN, CallRecord, Operation
-from .tools import HandlerOutcome, to_jsonable
+from .tools import HandlerOutcome, to_jsonable, turn_slots
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -106,8 +114,9 @@ def refuse(
     seal(runner, op, turn, rec, spec, error_result(code, message))
 
 
-def _result_for(spec: ToolSpec, runner: Runner, value: Any) -> tuple[dict[str, Any], Any]:
-    """(model_result, output). Enforces the result-size cap (D11) on the canonical JSON."""
+def _result_for(spec: ToolSpec, op: Operation, value: Any) -> tuple[dict[str, Any], Any]:
+    """(model_result, output). Enforces the result-size cap (D11) on the canonical JSON, under the
+    budgets saved with the operation, like every other guard (not the resuming runner's)."""
     try:
         # A returned pydantic model is dumped here: user code (a computed field, a custom serializer)
         # may raise anything, which must become an envelope, never escape the loop (D4).
@@ -116,7 +125,7 @@ def _result_for(spec: ToolSpec, runner: Runner, value: Any) -> tuple[dict[str, A
     except Exception:  # CanonicalizationError, PydanticSerializationError, a computed field's error
         applied = " The effect was applied." if spec.is_write else ""
         return error_result(HANDLER_ERROR, "the tool returned a value that is not JSON." + applied), None
-    cap = result_cap(runner.budgets, spec.max_result_bytes)
+    cap = result_cap(op.budgets, spec.max_result_bytes)
     if size > cap:
         applied = " The effect was applied; do not repeat the call." if spec.is_write else ""
         return error_result(
@@ -154,27 +163,69 @@ async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[
         spec = runner.registry.get(rec.tool)
         (writes if spec is not None and spec.is_write else reads).append(rec)
 
-    if len(reads) == 1:
-        rec = reads[0]  # the common case: no task, no semaphore
-        await _run_read(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)])
-    elif reads:
-        sem = asyncio.Semaphore(op.budgets.max_parallel)
+    # max_parallel is enforced where handlers run (the executor), not around _run_read: a sync handler
+    # that timed out keeps its slot until its thread really ends (D15). A write's handler that never
+    # started there is "not applied"; a reconcile hook's is not, it tells nothing about the effect.
+    write_specs = [s for s in (runner.registry.get(r.tool) for r in writes) if s is not None]
+    hooks = {id(s.reconcile) for s in write_specs if s.reconcile is not None}
+    effects = [s.handler for s in write_specs if id(s.handler) not in hooks]
+    remaining = max(0.0, op.budgets.deadline_s - op.spent.active_s)
+    with turn_slots(op.budgets.max_parallel, remaining, effects):
+        if len(reads) == 1:
+            rec = reads[0]  # the common case: no task
+            await _run_read(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)])
+        elif reads:
+            await asyncio.gather(
+                *(_run_read(runner, op, turn, r, calls[(r.response_id, r.call_id)]) for r in reads)
+            )
 
-        async def one(rec: CallRecord) -> None:
-            async with sem:
-                await _run_read(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)])
-
-        await asyncio.gather(*(one(r) for r in reads))
-
-    for rec in writes:
-        await _run_write(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)], flush)
-        if rec.status == UNKNOWN:
-            return  # stop here: a human must look before anything else runs (D16)
+        for rec in writes:
+            await _run_write(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)], flush)
+            if rec.status == UNKNOWN:
+                return  # stop here: a human must look before anything else runs (D16)
 
 
 def _args(spec: ToolSpec, rec: CallRecord) -> Any:
     assert rec.arguments_json is not None
     return spec.validate_json(rec.arguments_json)
+
+
+def _args_or_refuse(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec) -> Any:
+    """The call's arguments under the tool as the registry has it now, or None after sealing an
+    INVALID_ARGUMENTS envelope. They were valid when the call was planned; a resume after a crash may
+    run under a new deploy whose tool of the same name takes other arguments (D4: never an exception
+    out of the loop; nothing runs on arguments its handler does not accept)."""
+    try:
+        return _args(spec, rec)
+    except Exception as exc:  # pydantic's ValidationError, or a validator's own error
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        why = (
+            f"arguments rejected by {spec.name} ({spec.schema_version}): {first}. The tool changed since "
+            "the call was proposed; it was not run."
+        )
+        refuse(runner, op, turn, rec, spec, INVALID_ARGUMENTS, why)
+        return None
+
+
+def _tool_gone(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord) -> None:
+    """The call's tool is no longer in the registry: a deploy between planning and running (a resume
+    after a crash, or after an approval). A write planned before may have started already: its own
+    ledger entry says so. SUCCEEDED is replayed; STARTED or UNKNOWN cannot be reconciled without the
+    tool, so the outcome is unknown (D16, OUTCOME_UNKNOWN); otherwise nothing ran and the model is told."""
+    entry = None
+    if rec.idempotency_key is not None and not ledger_disabled():
+        entry = ledger_entry(runner, op, rec.idempotency_key)
+        if entry is not None and entry.operation_id != op.operation_id:
+            entry = None
+    if entry is not None and entry.status is LedgerStatus.SUCCEEDED and entry.result is not None:
+        rec.effect, rec.producer = "replayed", "ledger"
+        seal(runner, op, turn, rec, None, entry.result)
+        return
+    if entry is not None and entry.status in (LedgerStatus.STARTED, LedgerStatus.UNKNOWN):
+        rec.status = UNKNOWN
+        return
+    why = f"{rec.tool} is no longer offered (the application changed since the call was proposed); it was not run."
+    refuse(runner, op, turn, rec, None, UNKNOWN_TOOL, why)
 
 
 def _repeat_refused(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec) -> bool:
@@ -198,8 +249,13 @@ def _count_run(op: Operation, rec: CallRecord, spec: ToolSpec) -> None:
 
 async def _run_read(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, call: ToolCall) -> None:
     spec = runner.registry.get(rec.tool)
-    assert spec is not None
+    if spec is None:  # run_turn files a call whose tool is gone with the reads
+        _tool_gone(runner, op, turn, rec)
+        return
     if _repeat_refused(runner, op, turn, rec, spec):
+        return
+    args = _args_or_refuse(runner, op, turn, rec, spec)
+    if args is None:
         return
     # Fix: reads run concurrently, and the run used to be counted only after the handler returned, so
     # identical reads of one turn all passed the check (5 proposals ran 4 times with
@@ -207,13 +263,11 @@ async def _run_read(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRec
     key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
     op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
     rec.status = RUNNING
-    outcome = await runner.executor.run(
-        spec.handler, _args(spec, rec), _ctx(runner, op, rec, spec), _timeout_s(op, spec)
-    )
+    outcome = await runner.executor.run(spec.handler, args, _ctx(runner, op, rec, spec), _timeout_s(op, spec))
     rec.producer = "handler"
     succeeded = False
     if outcome.kind == "ok":
-        model_result, output = _result_for(spec, runner, outcome.value)
+        model_result, output = _result_for(spec, op, outcome.value)
         succeeded = bool(model_result["ok"])
         if succeeded:
             rec.identical_key = key
@@ -300,7 +354,7 @@ async def _reconcile(
     if checked.kind != "ok":  # LookupError, any other failure, or no answer in time: cannot tell
         rec.status = UNKNOWN
         return False
-    model_result, output = _result_for(spec, runner, checked.value)
+    model_result, output = _result_for(spec, op, checked.value)
     _ledger(op, rec, spec, LedgerStatus.SUCCEEDED, model_result, attempts)
     rec.effect, rec.producer = "reconciled", "reconcile"
     seal(runner, op, turn, rec, spec, model_result, output)
@@ -376,6 +430,9 @@ async def _run_write(
             return
     if _repeat_refused(runner, op, turn, rec, spec):
         return
+    args = _args_or_refuse(runner, op, turn, rec, spec)  # before STARTED: a refusal leaves no claim
+    if args is None:
+        return
     attempts += 1
     # A claim of the intent, decided on the entry read (none, FAILED, or the one just reconciled): the
     # store refuses it if another operation's entry replaced that one since the read (two operations
@@ -402,12 +459,12 @@ async def _run_write(
     # Fix: CallContext.attempt was always 1; a write run again after NotApplied (ledger FAILED) now
     # sees the ledger's attempt number.
     outcome: HandlerOutcome = await runner.executor.run(
-        spec.handler, _args(spec, rec), _ctx(runner, op, rec, spec, attempts), _timeout_s(op, spec)
+        spec.handler, args, _ctx(runner, op, rec, spec, attempts), _timeout_s(op, spec)
     )
     crash_point("after_effect_before_result_commit", spec.name)
     rec.producer = "handler"
     if outcome.kind == "ok":
-        model_result, output = _result_for(spec, runner, outcome.value)
+        model_result, output = _result_for(spec, op, outcome.value)
         _ledger(op, rec, spec, LedgerStatus.SUCCEEDED, model_result, attempts)
         rec.effect = "applied"
         _count_run(op, rec, spec)
