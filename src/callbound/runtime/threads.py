@@ -8,6 +8,11 @@ still running a bounded time to finish first and say what it left behind.
 
 Threads are started on demand up to ``max_threads`` and reused, as the stdlib pool does: a finished
 thread marks itself idle, and a submit that finds an idle thread starts none.
+
+A job waits in a queue while every thread is busy (hung handlers that timed out keep theirs). Its
+caller may ``withdraw`` it: a job withdrawn before a thread took it never runs. That is how a write
+queued behind hung handlers is known not to have happened, instead of starting after its operation
+gave up on it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,24 @@ from collections.abc import Callable
 
 Job = Callable[[], None]
 
+_QUEUED, _STARTED, _WITHDRAWN = 0, 1, 2
+
+
+class Ticket:
+    """A submitted job. The pool's lock decides, once, whether it starts or is withdrawn."""
+
+    __slots__ = ("_job", "_pool", "_state")
+
+    def __init__(self, pool: HandlerThreads, job: Job) -> None:
+        self._pool = pool
+        self._job: Job | None = job
+        self._state = _QUEUED
+
+    def withdraw(self) -> bool:
+        """Take the job back if no thread has started it: True means it never runs. False: it has
+        started (or was withdrawn already, which also means it never runs)."""
+        return self._pool._withdraw(self)
+
 
 class HandlerThreads:
     def __init__(self, max_threads: int, name: str) -> None:
@@ -26,30 +49,31 @@ class HandlerThreads:
             raise ValueError("max_threads must be at least 1")
         self._max = max_threads
         self._name = name
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Ticket | None] = queue.SimpleQueue()
         self._idle = threading.Semaphore(0)
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
-        self._running = 0  # jobs submitted and not finished (queued or running)
+        self._running = 0  # jobs submitted and not finished (queued or running), withdrawn ones not
         self._closed = False
 
     @property
     def running(self) -> int:
-        """Jobs submitted and not yet finished."""
+        """Jobs submitted and not yet finished nor withdrawn."""
         with self._lock:
             return self._running
 
-    def submit(self, job: Job) -> None:
-        """Run ``job`` on a worker thread. ``job`` must not raise (the runtime's jobs catch everything
-        and hand it to the event loop)."""
+    def submit(self, job: Job) -> Ticket:
+        """Run ``job`` on a worker thread unless it is withdrawn first. ``job`` must not raise (the
+        runtime's jobs catch everything and hand it to the event loop)."""
+        ticket = Ticket(self, job)
         with self._lock:
             if self._closed:
                 raise RuntimeError("handler threads are shut down")
             self._running += 1
-        self._jobs.put(job)
+        self._jobs.put(ticket)
         if self._idle.acquire(blocking=False):
-            return  # an idle thread takes it
+            return ticket  # an idle thread takes it
         with self._lock:
             if len(self._threads) < self._max:
                 t = threading.Thread(
@@ -57,19 +81,34 @@ class HandlerThreads:
                 )
                 self._threads.append(t)
                 t.start()
+        return ticket
+
+    def _withdraw(self, ticket: Ticket) -> bool:
+        with self._done:
+            if ticket._state != _QUEUED:
+                return False
+            ticket._state, ticket._job = _WITHDRAWN, None  # the queue keeps the ticket, not the job
+            self._running -= 1
+            self._done.notify_all()
+            return True
 
     def _work(self) -> None:
         while True:
-            job = self._jobs.get()
-            if job is None:
+            ticket = self._jobs.get()
+            if ticket is None:
                 return
-            try:
-                job()
-            finally:
-                with self._done:
-                    self._running -= 1
-                    self._done.notify_all()
-                self._idle.release()
+            with self._lock:  # start it, or find it withdrawn: never both
+                job = ticket._job
+                if job is not None:
+                    ticket._state, ticket._job = _STARTED, None
+            if job is not None:
+                try:
+                    job()
+                finally:
+                    with self._done:
+                        self._running -= 1
+                        self._done.notify_all()
+            self._idle.release()
 
     def drain(self, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` for every submitted job to finish; returns how many have not."""

@@ -4,6 +4,11 @@ A handler's outcome is one of: ``ok`` (value), ``error`` (it raised), ``not_appl
 ``NotApplied``: the effect definitely did not happen), ``timeout``. For sync handlers a timeout does
 not stop the thread; ``still_running`` says whether it was still alive after the grace period, in
 which case nothing may reconcile yet (D16).
+
+A handler that never started (``started`` False) did nothing: its job was still queued for a thread
+when its time was up, or the turn had no free slot for it in time. Such a job is withdrawn, never
+started later. A write's handler that never started is ``not_applied`` (ledger FAILED, D16); anything
+else (a read, a reconcile hook, whose not running tells nothing about an effect) is a ``timeout``.
 """
 
 from __future__ import annotations
@@ -13,15 +18,15 @@ import contextlib
 import contextvars
 import inspect
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel
 
 from ..core.errors import NotApplied
 from ..core.registry import CallContext, is_async_callable
-from .threads import HandlerThreads
+from .threads import HandlerThreads, Ticket
 
 
 class ToolError(Exception):
@@ -35,6 +40,7 @@ class HandlerOutcome:
     value: Any = None
     message: str | None = None  # model-safe text
     still_running: bool = False
+    started: bool = True  # False: the handler never ran (nothing of it happened, nothing will)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -75,9 +81,30 @@ class ToolExecutor:
     async def run(
         self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float
     ) -> HandlerOutcome:
+        turn = _turn.get()
+        if turn is None:
+            return await self._run(handler, args, ctx, timeout_s, None)
+        slot = await turn.acquire(timeout_s)
+        if slot is None:
+            why = "the turn's other calls held every handler slot"
+            return turn.not_started(handler, _not_started(timeout_s, why))
+        # The handler itself runs outside the turn: a call it makes through an executor is not one
+        # of this turn's calls and must not wait for this turn's slots (the one it runs in included).
+        token = _turn.set(None)
+        try:
+            outcome = await self._run(handler, args, ctx, turn.cap(timeout_s), slot)
+        finally:
+            _turn.reset(token)
+            slot.release()  # this call's hold; a thread still running keeps its own
+        return outcome if outcome.started else turn.not_started(handler, outcome)
+
+    async def _run(
+        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: _Slot | None
+    ) -> HandlerOutcome:
         if is_async_callable(handler):
+            # cancelled in place on timeout: done when this returns, so the caller's hold covers it
             return await self._run_async(handler, args, ctx, timeout_s)
-        return await self._run_sync(handler, args, ctx, timeout_s)
+        return await self._run_sync(handler, args, ctx, timeout_s, slot)
 
     async def _run_async(
         self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float
@@ -103,10 +130,10 @@ class ToolExecutor:
         return HandlerOutcome("ok", value=value)
 
     async def _run_sync(
-        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float
+        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: _Slot | None
     ) -> HandlerOutcome:
         loop = asyncio.get_running_loop()
-        call = _ThreadCall(loop)
+        call = _ThreadCall(loop, slot)
         run_in_context = contextvars.copy_context().run
 
         def work() -> None:
@@ -121,12 +148,27 @@ class ToolExecutor:
         # One future, resolved from the thread by call_soon_threadsafe or by the timer, whichever
         # comes first. run_in_executor + asyncio.shield + asyncio.timeout did the same with three
         # chained futures and a task wake-up each, about 12 µs more per call here (bench: thread hop).
-        self._pool.submit(work)
+        # The timeout counts from here, queueing for a thread included: D14 and D16 bound the call,
+        # not the handler's own running time. A job still queued when it is up is withdrawn.
+        call.hold_slot()
+        try:
+            ticket = call.ticket = self._pool.submit(work)
+        except BaseException:
+            call.release_slot()
+            raise
         timer = loop.call_later(max(timeout_s, 0.0), call.expire)
         try:
             value, exc = await call.waiter
+        except asyncio.CancelledError:
+            # The run is cancelled: a job not started yet must not start after its operation let go
+            # of it (a write with nobody to record its outcome).
+            if ticket.withdraw():
+                call.release_slot()
+            raise
         finally:
             timer.cancel()
+        if value is _NOT_STARTED:
+            return _not_started(timeout_s, "every handler thread was busy")
         if value is _TIMED_OUT:
             # The thread keeps running (it cannot be stopped); give it a grace period to finish
             # before anyone reconciles (D16). What it returns now counts for nothing.
@@ -147,6 +189,16 @@ class ToolExecutor:
 
 
 _TIMED_OUT = object()
+_NOT_STARTED = object()
+
+
+def _not_started(timeout_s: float, why: str) -> HandlerOutcome:
+    return HandlerOutcome(
+        "timeout",
+        message=f"the tool did not start within {timeout_s:.3g}s ({why}); it was not run",
+        started=False,
+    )
+
 
 # Every executor of this process, for a command-line entry point to wait on before it exits.
 _executors: weakref.WeakSet[ToolExecutor] = weakref.WeakSet()
@@ -158,25 +210,169 @@ def executors_with_running_handlers() -> list[ToolExecutor]:
 
 class _ThreadCall:
     """Where a sync handler's thread and its timer meet, on the event loop's thread (so no locks):
-    the first to arrive resolves ``waiter``; after a timeout the thread's late result goes to ``late``."""
+    the first to arrive resolves ``waiter``; after a timeout the thread's late result goes to ``late``.
+    A timer that finds the job still queued withdraws it: the waiter gets ``_NOT_STARTED``."""
 
-    __slots__ = ("late", "loop", "waiter")
+    __slots__ = ("late", "loop", "slot", "ticket", "waiter")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, slot: _Slot | None) -> None:
         self.loop = loop
+        self.slot = slot
+        self.ticket: Ticket | None = None
         self.waiter: asyncio.Future[tuple[Any, BaseException | None]] = loop.create_future()
         self.late: asyncio.Future[tuple[Any, BaseException | None]] | None = None
 
+    def hold_slot(self) -> None:
+        # The thread's own hold on the turn's slot, given back when the job ends or is withdrawn, not
+        # when the caller stops waiting: a hung handler keeps counting against max_parallel (D15).
+        if self.slot is not None:
+            self.slot.hold()
+
+    def release_slot(self) -> None:
+        slot, self.slot = self.slot, None
+        if slot is not None:
+            slot.release()
+
     def finished(self, result: tuple[Any, BaseException | None]) -> None:
+        self.release_slot()
         if not self.waiter.done():
             self.waiter.set_result(result)
         elif self.late is not None and not self.late.done():
             self.late.set_result(result)
 
     def expire(self) -> None:
-        if not self.waiter.done():
-            self.late = self.loop.create_future()
-            self.waiter.set_result((_TIMED_OUT, None))
+        if self.waiter.done():
+            return
+        if self.ticket is not None and self.ticket.withdraw():
+            self.release_slot()  # it will never run
+            self.waiter.set_result((_NOT_STARTED, None))
+            return
+        if self.slot is not None:
+            self.slot.overdue()
+        self.late = self.loop.create_future()
+        self.waiter.set_result((_TIMED_OUT, None))
+
+
+# ---- the turn's handler slots (D15) ---------------------------------------------------------------
+
+
+class TurnSlots:
+    """At most ``limit`` handlers of one turn run at once, counting sync handlers that timed out and
+    whose threads still run: such a handler keeps its slot until its thread ends.
+
+    A call waits for a slot as long as the slots are held by handlers still within their own timeouts
+    (bounded by those timeouts: the turn's calls take turns, each with its full timeout, as D15 had
+    them). While every slot is held by a handler past its timeout, which may never end, the waiting
+    call's own timeout runs; when it is up, the call is not run. No slot is given once the operation's
+    remaining active time at the start of the turn (D14) is spent, and no handler's timeout outlasts it.
+    """
+
+    def __init__(self, limit: int, remaining_s: float, effects: Collection[Callable[..., Any]]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._limit = max(1, limit)
+        self._deadline = self._loop.time() + max(remaining_s, 0.0)
+        self._effects = frozenset(id(h) for h in effects)  # by identity: handlers need not be hashable
+        self._busy = 0  # slots held
+        self._live = 0  # slots held by handlers still within their timeouts
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def cap(self, timeout_s: float) -> float:
+        return min(timeout_s, max(0.0, self._deadline - self._loop.time()))
+
+    def not_started(self, handler: Callable[..., Any], outcome: HandlerOutcome) -> HandlerOutcome:
+        if id(handler) not in self._effects:
+            return outcome
+        message = f"{outcome.message}, so it was not applied; it may be tried again"
+        return replace(outcome, kind="not_applied", message=message)
+
+    async def acquire(self, timeout_s: float) -> _Slot | None:
+        """A slot, or None if none could be had in time (the call must not run)."""
+        loop = self._loop
+        budget = max(timeout_s, 0.0)
+        while True:
+            now = loop.time()
+            if now >= self._deadline:
+                return None
+            if self._busy < self._limit:
+                self._busy += 1
+                self._live += 1
+                return _Slot(self)
+            stalled = self._live == 0
+            if stalled and budget <= 0:
+                return None
+            wait = self._deadline - now
+            wake: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(wake)
+            timer = loop.call_later(min(wait, budget) if stalled else wait, _resolve, wake)
+            try:
+                await wake
+            finally:
+                timer.cancel()
+                if wake in self._waiters:
+                    self._waiters.remove(wake)
+            if stalled:
+                budget -= loop.time() - now
+
+    def _one_overdue(self) -> None:
+        self._live -= 1
+        self._changed()
+
+    def _one_free(self, was_overdue: bool) -> None:
+        self._busy -= 1
+        if not was_overdue:
+            self._live -= 1
+        self._changed()
+
+    def _changed(self) -> None:
+        for wake in self._waiters:  # each rechecks; the first to run takes a free slot
+            _resolve(wake)
+
+
+class _Slot:
+    """One held slot: free when every hold on it is given back (the call's, and its thread's)."""
+
+    __slots__ = ("_holds", "_overdue", "_turn")
+
+    def __init__(self, turn: TurnSlots) -> None:
+        self._turn = turn
+        self._holds = 1
+        self._overdue = False
+
+    def hold(self) -> None:
+        self._holds += 1
+
+    def overdue(self) -> None:
+        """Its handler is past its timeout: waiting calls' own timeouts start to run."""
+        if not self._overdue and self._holds:
+            self._overdue = True
+            self._turn._one_overdue()
+
+    def release(self) -> None:
+        self._holds -= 1
+        if self._holds == 0:
+            self._turn._one_free(self._overdue)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+_turn: contextvars.ContextVar[TurnSlots | None] = contextvars.ContextVar("callbound_turn_slots", default=None)
+
+
+@contextlib.contextmanager
+def turn_slots(
+    max_parallel: int, remaining_s: float, effects: Collection[Callable[..., Any]] = ()
+) -> Iterator[TurnSlots]:
+    """Every ``ToolExecutor.run`` inside (tasks started inside included) runs under these slots.
+    ``effects``: the write handlers whose never starting means their effect did not happen."""
+    slots = TurnSlots(max_parallel, remaining_s, effects)
+    token = _turn.set(slots)
+    try:
+        yield slots
+    finally:
+        _turn.reset(token)
 
 
 async def call_maybe_async(fn: Callable[..., Any], *args: Any) -> Any:
