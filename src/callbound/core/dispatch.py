@@ -6,7 +6,7 @@ executes the plan. Rejections are data (error envelopes for the model), never ex
 
 from __future__ import annotations
 
-import inspect
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,7 +18,7 @@ from .arguments import parse_arguments
 from .canonical import canonical_json, sha256_hex
 from .errors import CanonicalizationError
 from .ids import default_intent_key
-from .registry import CallContext, Registry, ToolSpec, format_validation_error
+from .registry import CallContext, Registry, ToolSpec, discard_awaitable, format_validation_error
 from .types import ToolCall
 
 # Error codes the model may receive. Stable: users match on them.
@@ -89,29 +89,26 @@ class TrustedOperation:
     deadline: datetime | None
 
 
-def _safe_bool(fn: Callable[[], bool]) -> tuple[bool, str | None]:
-    """Run a user policy hook; any exception denies (fail closed) without leaking internals."""
+def _safe_bool(fn: Callable[[], object]) -> tuple[bool, str | None]:
+    """Run a user hook that answers yes or no: ``(answer, None)`` when it returned a real bool, else
+    ``(False, why)``. Fail closed: only ``True`` is a yes. Its answer's truth value is never taken, so
+    a truthy non-bool (a denial reason string, a coroutine) cannot allow a call, and an answer whose
+    ``__bool__`` raises (an array) cannot escape the loop (D4). ``why`` names the type, never a value."""
     try:
         result = fn()
-    except Exception as exc:  # policy hooks are user code
-        return False, type(exc).__name__
+    except Exception as exc:  # hooks are user code
+        return False, f"raised {type(exc).__name__}"
     if result is True or result is False:
-        return result, None  # the usual answer; no awaitable check (an ABC isinstance) on the hot path
-    if _discarded(result):
-        # A sync function that hands back a coroutine (a lambda around an async def): its truth value
-        # says nothing. Deny rather than let a truthy coroutine allow the call.
-        return False, "awaitable"
-    return bool(result), None
+        return result, None
+    if discard_awaitable(result):
+        # a sync function that hands back a coroutine (a lambda around an async def)
+        return False, "returned an awaitable instead of True or False"
+    return False, f"returned {type(result).__name__}, not True or False"
 
 
-def _discarded(value: Any) -> bool:
-    """True, after closing it (no "never awaited" warning), when a sync hook handed back an awaitable."""
-    if not inspect.isawaitable(value):
-        return False
-    close = getattr(value, "close", None)
-    if close is not None:
-        close()
-    return True
+def _denied(why: str | None) -> str:
+    """The end of a denial message: what the hook answered, when it was not a plain False."""
+    return "" if why is None else f" (the hook {why}; only True allows)"
 
 
 def plan_call(
@@ -142,14 +139,16 @@ def plan_call(
     except CanonicalizationError as exc:
         return Reject(call, INVALID_ARGUMENTS, f"arguments rejected: {exc}", spec)
     try:
-        args = spec.validate_json(arguments_json)
+        # Validate the values as sent, not their canonical text: RFC 8785 writes 1.0 as 1, which an
+        # int field would accept although the model sent a float (D5). The parser kept 1.0 a float.
+        args = spec.validate_json(json.dumps(arguments))
     except ValidationError as exc:
+        mismatch: str | None = format_validation_error(exc)
+    else:
+        mismatch = spec.folded(args, arguments)  # a set or an int-keyed map that dropped what was sent
+    if mismatch is not None:
         return Reject(
-            call,
-            INVALID_ARGUMENTS,
-            f"arguments do not match the schema: {format_validation_error(exc)}",
-            spec,
-            arguments_json,
+            call, INVALID_ARGUMENTS, f"arguments do not match the schema: {mismatch}", spec, arguments_json
         )
     key: str | None = None
     base_ctx = CallContext(op.operation_id, op.tenant, op.subject, call.call_id, spec.name, None, op.deadline)
@@ -158,7 +157,7 @@ def plan_call(
             try:
                 raw_key = spec.intent_key(args, base_ctx)
                 # a coroutine's text differs on every call: no intent could ever be found again
-                named = "" if _discarded(raw_key) else str(raw_key or "")
+                named = "" if discard_awaitable(raw_key) else str(raw_key or "")
             except Exception:  # user code: fail closed, do not leak internals
                 named = ""
             if not named:
@@ -174,18 +173,19 @@ def plan_call(
             key = default_intent_key(spec.name, spec.schema_version, arguments, op.operation_id)
     ctx = CallContext(op.operation_id, op.tenant, op.subject, call.call_id, spec.name, key, op.deadline)
     if spec.authorize is not None:
-        allowed, _ = _safe_bool(lambda: spec.authorize(args, ctx))  # type: ignore[misc]
+        allowed, why = _safe_bool(lambda: spec.authorize(args, ctx))  # type: ignore[misc]
         if not allowed:
-            return Reject(
-                call, DENIED, f"not allowed to call {spec.name} with these arguments", spec, arguments_json
-            )
+            message = f"not allowed to call {spec.name} with these arguments{_denied(why)}"
+            return Reject(call, DENIED, message, spec, arguments_json)
     if policy_authorize is not None:
-        allowed, _ = _safe_bool(lambda: policy_authorize(spec, args, ctx))
+        allowed, why = _safe_bool(lambda: policy_authorize(spec, args, ctx))
         if not allowed:
-            return Reject(call, DENIED, f"policy does not allow {spec.name} here", spec, arguments_json)
+            message = f"policy does not allow {spec.name} here{_denied(why)}"
+            return Reject(call, DENIED, message, spec, arguments_json)
     needs, err = _safe_bool(lambda: spec.needs_approval(args, ctx))
     if err is not None:
-        # Cannot tell whether a human must look: ask one.
+        # Cannot tell whether a human must look: ask one (needs_approval itself answers True for a
+        # rule that returned something other than a bool; this covers a rule that raised).
         needs = True
     if needs:
         return NeedsApproval(call, spec, args, arguments_json, key, ctx)

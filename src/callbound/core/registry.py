@@ -7,14 +7,17 @@ invented by coercion.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
 
 from .canonical import canonical_sha256
 from .errors import UsageError
@@ -31,6 +34,17 @@ def is_async_callable(fn: Any) -> bool:
         return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - inspected, not called
     return call is not None and not inspect.isroutine(fn) and inspect.iscoroutinefunction(call)
+
+
+def discard_awaitable(value: Any) -> bool:
+    """True, after closing it (no "never awaited" warning), when a sync hook handed back an awaitable:
+    planning does not await, so its answer is unusable."""
+    if not inspect.isawaitable(value):
+        return False
+    close = getattr(value, "close", None)
+    if close is not None:
+        close()
+    return True
 
 
 _VALID_RISKS = ("read", "write", "irreversible")
@@ -84,7 +98,9 @@ class ToolSpec:
     """One allowed tool. ``handler(args, ctx)`` may be sync or async.
 
     ``requires_approval`` defaults to ``risk == "irreversible"`` (D17); ``authorize(args, ctx)`` returns
-    True to allow; ``intent_key(args, ctx)`` names the business intent for write tools (D13);
+    True to allow. Both hooks fail closed: only a real bool is an answer, so ``authorize`` denies on
+    anything but ``True`` (a truthy string included) and a ``requires_approval`` rule asks a human on
+    anything but ``False``; a hook that raises does the same. ``intent_key(args, ctx)`` names the business intent for write tools (D13);
     ``reconcile(key, ctx)`` finds out what happened after an unknown outcome (D16): it returns the
     effect's result (applied; ``None`` is a null result, not "absent"), raises ``NotApplied``
     (definitely not applied, so the call may run again) or raises anything else (cannot tell: the
@@ -107,6 +123,8 @@ class ToolSpec:
     strict_params: type[BaseModel] = field(init=False, repr=False, compare=False)
     json_schema: dict[str, Any] = field(init=False, repr=False, compare=False)
     handler_ref: str = field(init=False, repr=False, compare=False)
+    # whether validation can fold distinct JSON values into one (sets, maps with non-string keys)
+    can_fold: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -130,6 +148,7 @@ class ToolSpec:
         strict = _strict_model(self.params)
         object.__setattr__(self, "strict_params", strict)
         object.__setattr__(self, "json_schema", strict.model_json_schema())
+        object.__setattr__(self, "can_fold", _can_fold(strict.__pydantic_core_schema__))
         module = getattr(self.handler, "__module__", "?")
         qualname = getattr(self.handler, "__qualname__", type(self.handler).__name__)
         object.__setattr__(self, "handler_ref", f"{module}:{qualname}")
@@ -152,6 +171,14 @@ class ToolSpec:
             return self.strict_params.model_validate_json(arguments_json, strict=True, extra="forbid")
         return self.strict_params.model_validate_json(arguments_json, strict=True)
 
+    def folded(self, args: BaseModel, sent: dict[str, Any]) -> str | None:
+        """Where validating ``sent`` (the parsed arguments) into ``args`` merged distinct JSON values,
+        or None. Strict mode does not stop it: a set drops a repeated item the schema's
+        ``uniqueItems`` forbids, and a map with int (or other non-string) keys reads "01", " 1" and
+        "1" as one key, keeping the last value. D5 accepts nothing repaired, so such arguments are
+        rejected. Same field paths as ``format_validation_error``, no values."""
+        return _folded(args, sent, "") if self.can_fold else None
+
     def redacted(self, arguments: Any) -> Any:
         """The arguments as stored in clear (audit, approvals): through the ``redact`` hook when there
         is one (D20). A failing hook must not store the clear text it was meant to hide, nor stop the
@@ -168,7 +195,13 @@ class ToolSpec:
         if rule is None:
             return self.risk == "irreversible"
         if callable(rule):
-            return bool(rule(args, ctx))
+            answer = rule(args, ctx)
+            if answer is True or answer is False:
+                return answer
+            # Fail closed: an answer that is not a bool (None from a missing return, an array, a
+            # coroutine) is never taken for "no human needed"; its truth value is not even asked.
+            discard_awaitable(answer)
+            return True
         return bool(rule)
 
     def definition_digest(self) -> str:
@@ -181,6 +214,92 @@ class ToolSpec:
                 "schema": self.json_schema,
             }
         )
+
+
+def _can_fold(schema: Any) -> bool:
+    """True when a pydantic core schema holds a set, a frozenset or a map with keys other than
+    strings anywhere (definitions included): only then can ``_folded`` find anything, so the walk is
+    skipped for the usual flat models."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if kind in ("set", "frozenset"):
+                return True
+            keys = node.get("keys_schema") if kind == "dict" else None
+            if isinstance(keys, dict) and keys.get("type") not in ("str", "any"):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return False
+
+
+def _key_text(key: Any) -> str | None:
+    """How pydantic writes ``key`` as a JSON object key; None when it cannot say."""
+    try:
+        text = to_json({key: None})
+    except Exception:  # an exotic key type: only the merge check applies to it
+        return None
+    name = next(iter(json.loads(text)), None)
+    return name if isinstance(name, str) else None
+
+
+def _folded(value: Any, sent: Any, path: str) -> str | None:
+    """Walk a validated value beside the JSON it came from (see ``ToolSpec.folded``). The validated
+    value's own type picks the branch of a union, so no schema walk is needed."""
+    if isinstance(value, BaseModel):
+        if type(value).__pydantic_root_model__:  # a RootModel (importing it pulls in sockets)
+            return _folded(getattr(value, "root", None), sent, path)
+        if not isinstance(sent, dict):
+            return None
+        for name, info in type(value).model_fields.items():
+            alias = info.validation_alias if isinstance(info.validation_alias, str) else info.alias
+            key = alias if alias is not None and alias in sent else name
+            if key in sent:
+                why = _folded(getattr(value, name), sent[key], f"{path}.{key}" if path else key)
+                if why is not None:
+                    return why
+        return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if not isinstance(sent, dict):
+            return None
+        for f in dataclasses.fields(value):
+            if f.name in sent:
+                why = _folded(getattr(value, f.name), sent[f.name], f"{path}.{f.name}" if path else f.name)
+                if why is not None:
+                    return why
+        return None
+    here = path or "$"
+    if isinstance(value, set | frozenset):
+        if isinstance(sent, list) and len(sent) != len(value):
+            return f"{here}: items must be unique (uniqueItems): {len(sent)} sent, {len(value)} distinct"
+        return None
+    if isinstance(value, dict):
+        if not isinstance(sent, dict):
+            return None
+        if len(sent) != len(value):
+            return f"{here}: {len(sent)} keys were sent but name only {len(value)} (one key spelled twice)"
+        # Same length, so no two keys merged and both dicts keep the order the keys were sent in.
+        for (sent_key, sent_item), (key, item) in zip(sent.items(), value.items(), strict=True):
+            where = f"{here}.{sent_key}"
+            if not isinstance(key, str):
+                text = _key_text(key)
+                if text is not None and text != sent_key:
+                    # "01", "+1" or " 1" for an int: another spelling of the same key could merge
+                    kind = type(key).__name__
+                    return f"{where}.[key]: not the canonical spelling of a {kind} key (two could merge)"
+            why = _folded(item, sent_item, where)
+            if why is not None:
+                return why
+        return None
+    if isinstance(value, list | tuple) and isinstance(sent, list) and len(sent) == len(value):
+        for i, (item, sent_item) in enumerate(zip(value, sent, strict=True)):
+            why = _folded(item, sent_item, f"{path}.{i}" if path else str(i))
+            if why is not None:
+                return why
+    return None
 
 
 def format_validation_error(exc: ValidationError) -> str:

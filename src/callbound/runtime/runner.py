@@ -54,6 +54,7 @@ from .lease import driving, until_paused_or_ended
 from .operation import Operation
 from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, priced
 from .planning import approvals_ready, plan
+from .pricing import required_price
 from .results import send_results
 from .retry import backoff_delay
 from .tools import ToolExecutor
@@ -118,11 +119,7 @@ class Runner:
             raise UsageError("settings['reset_tool_choice'] must be True or False")
         self.ids: IdSource = ids or RandomIds()
         self.prices = dict(prices or {})
-        if self.budgets.max_cost is not None and self._price() is None:
-            raise UsageError(
-                "Budgets.max_cost is set but no price is configured for model "
-                f"{self.settings.get('model')!r}; pass prices={{model: Price(...)}} (D12)"
-            )
+        required_price(self.prices, self.budgets, self.settings)  # D12: max_cost needs a price
         self.on_progress = on_progress
         self.on_transition = on_transition
         env_key = os.environ.get("CALLBOUND_AUDIT_KEY")
@@ -176,6 +173,7 @@ class Runner:
         op, ended = await load_to_drive(self, operation_id)
         if ended is not None:
             return ended  # its stored rows differ from its audit chain: FAILED(INTEGRITY) (D20)
+        self._price(op)  # its saved max_cost needs this runner's price: refuse before any decision
         for decision in decisions:
             self.decide(decision, tenant=op.tenant, _op=op)
         return await self._drive(op)
@@ -387,11 +385,13 @@ class Runner:
         )
         return rendered
 
-    def _price(self) -> Price | None:
-        model = self.settings.get("model")
-        return self.prices.get(model) if isinstance(model, str) else None
+    def _price(self, op: Operation) -> Price | None:
+        """The price of the model ``op`` asks for; ``UsageError`` when its saved budgets set max_cost
+        and this runner has none (runtime/pricing.py): such a turn would never count against it."""
+        return required_price(self.prices, op.budgets, op.settings, op.operation_id)
 
     async def _request_model(self, op: Operation) -> None:
+        price = self._price(op)  # before the request: a turn that cannot be priced is never paid for
         verdict = check_before_model_request(op.budgets, op.spent, self.clock.now())
         if isinstance(verdict, Stop):
             self._stop(op, verdict.reason, verdict.detail)
@@ -448,7 +448,7 @@ class Runner:
         # must stop the operation before its calls run (D14).
         self._tick(op)
         op.model_requests += 1
-        self._account(op, turn)
+        self._account(op, turn, price)
         turn_plain = turn_to_dict(turn)
         self._turn_plain = (turn, turn_plain)  # reused by the head while this turn is under work
         op.pending_journal.append(JournalRow("turn", {"turn": turn_plain}))
@@ -548,8 +548,8 @@ class Runner:
             )
         self._move(op, target, reason.lower(), **details)
 
-    def _account(self, op: Operation, turn: ModelTurn) -> None:
-        usage = priced(turn.usage, self._price())
+    def _account(self, op: Operation, turn: ModelTurn, price: Price | None) -> None:
+        usage = priced(turn.usage, price)
         op.usage = op.usage + usage
         op.spent.input_tokens += usage.input_tokens or 0
         op.spent.output_tokens += usage.output_tokens or 0
