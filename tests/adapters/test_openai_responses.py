@@ -1264,7 +1264,12 @@ def test_stream_items_missing_from_done_are_taken_from_the_snapshot() -> None:
     assert turn.text == "Calling."
 
 
-def test_stream_call_never_done_nor_in_snapshot_is_built_from_its_deltas() -> None:
+def test_stream_call_never_done_nor_in_snapshot_never_runs() -> None:
+    """Issue 3 §4: "Arguments are parsed only after the provider's done event for that call". A call
+    with no output_item.done, no function_call_arguments.done and no place in the terminal snapshot
+    never got that event, even when its deltas happen to parse: the turn is TRUNCATED(call_incomplete),
+    as the same response read as a plain body (its item still in_progress) is. The call is kept, built
+    from its deltas, for display and the record only."""
     item = started_fc("call_nd", "x")
     events = [
         created(),
@@ -1274,9 +1279,11 @@ def test_stream_call_never_done_nor_in_snapshot_is_built_from_its_deltas() -> No
         completed(),
     ]
     turn, _, _ = assemble([sse(*events)])
+    assert (turn.finish, turn.reason) == (Finish.TRUNCATED, "call_incomplete")
     assert [(c.call_id, c.arguments) for c in turn.calls] == [("call_nd", {"k": 2})]
     cut = [created(), added(0, item), delta(0, "fc_call_nd", '{"k":'), completed()]
     turn, _, _ = assemble([sse(*cut)])
+    assert (turn.finish, turn.reason) == (Finish.TRUNCATED, "call_incomplete")
     assert turn.calls[0].arguments is None and turn.calls[0].arguments_error
 
 
@@ -1495,7 +1502,8 @@ def test_a_delta_with_a_negative_index_is_placed_by_its_item_id() -> None:
         created(),
         added(0, call),
         delta(-1, "fc_call_1", '{"a":1}'),
-        done(0, {k: v for k, v in call.items() if k != "arguments"}),
+        # the done item says completed, as the API's does: one that says in_progress never runs
+        done(0, {**{k: v for k, v in call.items() if k != "arguments"}, "status": "completed"}),
         completed(),
     ]
     raw = sse(*events)

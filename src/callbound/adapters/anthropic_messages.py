@@ -16,7 +16,9 @@
   ``message_delta`` fields replace those of ``message_start``. When ``usage.iterations`` lists every
   sampling step of the request (compaction, advisor, fallback), the top-level counts cover only the
   final step, so the turn's usage is the sum over the iterations.
-- Streaming: ``anthropic_stream`` rebuilds the Message; ``message_stop`` is the terminal event.
+- Streaming: ``anthropic_stream`` rebuilds the Message; ``message_stop`` is the terminal event. A
+  ``tool_use`` turn with a tool_use block that never got its ``content_block_stop`` is
+  TRUNCATED(arguments_incomplete): a call runs only after its done event (issue 3 §4).
 - Code execution containers: a response made inside one names it in ``container`` (a stream, in
   ``message_delta``), and the next request must pass its id as ``container`` while tool uses generated
   by code execution are pending (programmatic tool calls, code-execution-backed web tools), else 400
@@ -110,10 +112,15 @@ def _container_id(msg: dict[str, Any]) -> str | None:
 
 
 def turn_from_message(
-    msg: dict[str, Any], raw_sha256: str, raw_inputs: dict[int, str] | None = None
+    msg: dict[str, Any],
+    raw_sha256: str,
+    raw_inputs: dict[int, str] | None = None,
+    *,
+    unfinished: bool = False,
 ) -> ModelTurn:
     """Map a complete Message (plain body or rebuilt from a stream) to a ModelTurn. ``raw_inputs``
-    holds the joined input_json text of streamed tool_use blocks that did not parse, by block index."""
+    holds the joined input_json text of streamed tool_use blocks that did not parse, by block index;
+    ``unfinished`` says a streamed tool_use block never got its content_block_stop."""
     prov = _provenance(msg.get("model"))
     rid = _str(msg.get("id")) or synthetic_response_id(raw_sha256)
     content = msg.get("content") if isinstance(msg.get("content"), list) else []
@@ -166,6 +173,12 @@ def turn_from_message(
     if stop in ("end_turn", "stop_sequence"):
         return turn(Finish.FINAL_TEXT, None)
     if stop == "tool_use":
+        if calls and unfinished:
+            # "Arguments are parsed only after the provider's done event for that call" (issue 3 §4):
+            # a tool_use block with no content_block_stop never finished, even when its input parses
+            # and message_stop came. None of the turn's calls runs; TRUNCATED, not retried, as
+            # gemini-generate treats a call still open when its stream ends.
+            return turn(Finish.TRUNCATED, "arguments_incomplete")
         if calls:
             return turn(Finish.TOOL_PROPOSALS, None)
         # "run tools" with nothing runnable must never read as a final answer.
@@ -226,11 +239,13 @@ class _Assembler(MessageStream):
             return _error_turn(self._error, raw_sha256, None, {}, "error_event", rid, self._model)
         if not self._stopped:
             return stream_cut_turn(API, prov, raw_sha256, rid)
+        # Before message(), which finalises every open block (a max_tokens cut skips content_block_stop).
+        unfinished = any(block.tool_use and not block.done for block in self._blocks.values())
         msg, raw_inputs = self.message()
         # Deltas are counted as they come; a tool_use whose input arrived whole (content_block_start,
         # message_start) is not: the finished turn gets the caps a plain body gets (issue 3 §4).
         caps = StreamCaps(self._max_call_bytes, self._max_response_bytes)
-        return capped(turn_from_message(msg, raw_sha256, raw_inputs), caps)
+        return capped(turn_from_message(msg, raw_sha256, raw_inputs, unfinished=unfinished), caps)
 
 
 def _messages(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:

@@ -32,6 +32,8 @@
   ``thought_summary``, ``arguments_delta`` string fragments), ``step.stop``; legacy: ``content.*``
   with whole ``function_call`` deltas. Terminal: ``interaction.completed`` (legacy
   ``interaction.complete``), which carries no steps. No terminal → stream cut; ``error`` → API_FAILURE.
+  A call whose ``step.stop`` (``content.stop``) never came would otherwise run → TRUNCATED
+  (``arguments_incomplete``): a call runs only after its done event (issue 3 §4).
 - Errors: HTTP bodies may be ``google.rpc`` shaped (int ``code`` + ``status`` + ``details``) or carry a
   string ``code`` (WIRE.md 5.8); both are read. 429 follows the quota rule of ``gemini_schema``.
 """
@@ -129,11 +131,13 @@ def turn_from_interaction(
     model: str | None = None,
     items: list[dict[str, Any]] | None = None,
     raw_arguments: dict[int, str] | None = None,
+    unfinished: bool = False,
 ) -> ModelTurn:
     """Map an Interaction object (plain body, or a stream's terminal snapshot plus rebuilt ``items``).
 
     ``raw_arguments`` holds the argument text a stream sent for a call (by position in ``items``):
-    that text, not the object rebuilt for the continuation, is what the strict parser reads (D5)."""
+    that text, not the object rebuilt for the continuation, is what the strict parser reads (D5).
+    ``unfinished`` says a streamed function_call step never got its ``step.stop``."""
     prov = _provenance(model or inter.get("model"))
     rid = _real_id(inter.get("id")) or synthetic_response_id(raw_sha256)
     legacy = "steps" not in inter and isinstance(inter.get("outputs"), list)
@@ -182,6 +186,12 @@ def turn_from_interaction(
             failure=failure,
         )
 
+    if status in ("requires_action", "completed") and calls and unfinished:
+        # "Arguments are parsed only after the provider's done event for that call" (issue 3 §4): a
+        # function_call step with no step.stop (legacy: content.stop) never finished, even when its
+        # arguments parse and the terminal event came. None of the turn's calls runs; TRUNCATED, not
+        # retried, as gemini-generate treats a call still open when its stream ends.
+        return turn(Finish.TRUNCATED, status, "arguments_incomplete")
     if status == "requires_action" and calls:
         return turn(Finish.TOOL_PROPOSALS, status, None)
     if status == "completed":

@@ -86,6 +86,7 @@ class _Assembler:
         self._args: dict[int, list[str]] = {}  # arguments_delta fragments, joined once at step.stop
         self._texts: dict[int, list[str]] = {}
         self._raw: dict[int, str] = {}  # joined argument text by step index, for the strict parser
+        self._stopped: set[int] = set()  # steps whose step.stop (legacy: content.stop) came
         self._call_bytes: dict[int, int] = {}
         self._announced: set[int] = set()
         self._total = 0
@@ -164,6 +165,7 @@ class _Assembler:
             if index not in self._items:
                 insort(self._order, index)
             item = self._items[index] = dict(snapshot) if isinstance(snapshot, dict) else {}
+            self._stopped.discard(index)  # a step started again is open again
             if item.get("type") == "function_call":
                 self._args[index] = []
                 return self._started(index)
@@ -234,6 +236,7 @@ class _Assembler:
         item = self._items.get(index)
         if item is None:
             return []
+        self._stopped.add(index)
         fragments = self._args.pop(index, None)
         if item.get("type") == "function_call":
             if fragments:
@@ -301,7 +304,13 @@ class _Assembler:
         # argument text by position in items, so each call is parsed from its own text.
         positions = {i: pos for pos, i in enumerate(order)}
         raw = {positions[i]: text for i, text in self._raw.items()}
-        return capped(
-            turn_from_interaction(inter, raw_sha256, model=self._model, items=items, raw_arguments=raw),
-            self._caps,
+        # A call is done at its step.stop (issue 3 §4); one that never got it is built from its deltas
+        # for display and the record, and never runs.
+        unfinished = any(
+            item.get("type") == "function_call" and i not in self._stopped
+            for i, item in zip(order, items, strict=True)
         )
+        turn = turn_from_interaction(
+            inter, raw_sha256, model=self._model, items=items, raw_arguments=raw, unfinished=unfinished
+        )
+        return capped(turn, self._caps)

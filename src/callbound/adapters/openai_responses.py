@@ -22,7 +22,11 @@
 - Streaming: final items come from ``response.output_item.done`` keyed by ``output_index`` (the
   terminal snapshot may have an empty ``output``); argument deltas are kept as a list and joined once.
   Argument deltas made of the members the API sends are read from the raw event text without the
-  JSON parser (``feed_events``, the fast path of ``callbound.adapters.stream``).
+  JSON parser (``feed_events``, the fast path of ``callbound.adapters.stream``). A call runs only
+  after its done event (issue 3 §4): one with no ``output_item.done``, no
+  ``function_call_arguments.done`` and no place in the terminal snapshot, or whose done or snapshot
+  item says ``in_progress``/``incomplete`` (as a plain body's would), makes the turn
+  TRUNCATED(call_incomplete). Refusal events win even when no item carries their text (D31).
 """
 
 from __future__ import annotations
@@ -142,10 +146,24 @@ def _pending_client_action(items: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def says_unfinished(item: dict[str, Any]) -> bool:
+    """A function_call item whose own status says it never finished (issue 2 §2)."""
+    return item.get("type") == "function_call" and item.get("status") in ("in_progress", "incomplete")
+
+
 def turn_from_response(
-    resp: dict[str, Any], raw_sha256: str, output: list[dict[str, Any]] | None = None
+    resp: dict[str, Any],
+    raw_sha256: str,
+    output: list[dict[str, Any]] | None = None,
+    *,
+    unfinished: bool = False,
+    refusals: Sequence[str] = (),
 ) -> ModelTurn:
-    """Map a complete Response object (plain body or terminal stream snapshot) to a ModelTurn."""
+    """Map a complete Response object (plain body or terminal stream snapshot) to a ModelTurn.
+
+    A stream passes the items it assembled as ``output``, ``unfinished`` when one of its calls never
+    finished (judged by its events, see ``openai_responses_stream``), and ``refusals``: refusal text
+    that only refusal events carried (no item holds it), which wins all the same (D31)."""
     prov = _provenance(resp.get("model"))
     given_id = resp.get("id")
     rid = given_id if isinstance(given_id, str) and given_id else synthetic_response_id(raw_sha256)
@@ -183,6 +201,7 @@ def turn_from_response(
                 )
             )
         # reasoning, hosted tool calls (web_search_call, ...) travel in the continuation only (D31)
+    refusal_parts.extend(refusals)
 
     def turn(
         finish: Finish, raw: str | None, reason: str | None, failure: Failure | None = None
@@ -211,15 +230,12 @@ def turn_from_response(
             # the synthetic id back: such a call can never be answered, so none of the turn's calls
             # may run (and the function_call could not even be replayed without its call_id).
             return turn(Finish.API_FAILURE, "completed", "missing_call_id", Failure("status", False))
-        if output is None and any(
-            i.get("type") == "function_call" and i.get("status") in ("in_progress", "incomplete")
-            for i in items
-        ):
+        if unfinished or (output is None and any(says_unfinished(i) for i in items)):
             # A call item that says it is unfinished, in a plain response that says it completed: the
             # body contradicts itself, and an unfinished call never runs even when its arguments parse
             # (issue 2 §2). TRUNCATED, not retried: INCOMPLETE(CALL_INCOMPLETE). A stream judges its
-            # items by their events instead (output_item.done, function_call_arguments.done): an item
-            # kept from output_item.added still says in_progress there.
+            # items by their events instead (``unfinished``): an item kept from output_item.added still
+            # says in_progress there, while a done item or a snapshot item is judged as here.
             return turn(Finish.TRUNCATED, "completed", "call_incomplete")
         pending = _pending_client_action(items)
         if pending is not None:

@@ -1,6 +1,7 @@
 """OpenAI Responses stream assembly: SSE events (WIRE.md 1.6) into one turn. Argument deltas are
-capped in bytes and never executed before the terminal event; argument deltas of the exact shape the
-API sends take a fast path that reads them without a JSON parse."""
+capped in bytes and never executed before the terminal event nor before the call's own done event;
+argument deltas of the exact shape the API sends take a fast path that reads them without a JSON
+parse."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from .openai_responses import (
     _event_error_fields,
     _provenance,
     _retryable_code,
+    says_unfinished,
     turn_from_response,
 )
 from .sse import JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
@@ -54,12 +56,27 @@ _DELTA = (
 )
 _DELTA_DATA = re.compile(_DELTA)
 _DELTA_EVENT = simple_event(_DELTA)
+_REFUSAL_EVENTS = frozenset(
+    {
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.refusal.delta",
+        "response.refusal.done",
+    }
+)
 
 
 def _output_index(value: Any) -> int | None:
     """An ``output_index`` usable as a position: a JSON integer >= 0. Anything else (a negative one,
     which Python would read from the end of the snapshot, a bool, a string) is no index at all."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _has_refusal(item: dict[str, Any] | None) -> bool:
+    """The item (a message) holds a refusal part itself: the turn reads it from there."""
+    content = item.get("content") if item is not None else None
+    parts = content if isinstance(content, list) else []
+    return any(isinstance(p, dict) and p.get("type") == "refusal" for p in parts)
 
 
 class _Assembler:
@@ -69,6 +86,12 @@ class _Assembler:
     arguments and ``encrypted_content``); items the terminal snapshot has and no done event gave are
     taken from the snapshot. Argument deltas are appended to a list per item and joined once, only
     when a done item lacks its arguments. Byte caps count every argument byte once per call.
+
+    A call is finished by its done event (``output_item.done`` or ``function_call_arguments.done``)
+    or by the terminal snapshot holding it; a done or snapshot item whose status says
+    ``in_progress``/``incomplete`` is unfinished, as in a plain body. "Arguments are parsed only
+    after the provider's done event for that call" (issue 3 §4): a call with neither never runs, and
+    the turn is TRUNCATED(call_incomplete), as the same response read as a plain body is.
     """
 
     fast_events = _DELTA_EVENT  # see feed_events
@@ -80,6 +103,11 @@ class _Assembler:
         self._items: dict[int, dict[str, Any]] = {}
         self._done: dict[int, dict[str, Any]] = {}
         self._args: dict[int, list[str]] = {}
+        self._args_done: set[int] = set()  # function_call_arguments.done came for these items
+        # Refusal text by (output_index, content_index), from the refusal events and content parts:
+        # kept in case no item carries it (no output_item.done, an empty snapshot), as a refusal
+        # signal wins over everything else in the turn (D31).
+        self._refusals: dict[tuple[int, int], list[str]] = {}
         self._arg_bytes: dict[int, int] = {}
         self._item_index: dict[str, int] = {}
         self._progress_ids: dict[int, str] = {}  # calls announced with CallStarted
@@ -168,6 +196,7 @@ class _Assembler:
             if self._over_caps(self._arg_bytes.get(idx, 0)):
                 return self._abort()
             self._args[idx] = [arguments]
+            self._args_done.add(idx)
             return []
         if kind == "response.output_item.done":
             idx, item = _output_index(event.get("output_index")), event.get("item")
@@ -209,9 +238,33 @@ class _Assembler:
         if kind == "error":
             self._error = event
             return []
-        # Text/refusal/reasoning deltas and hosted-tool events: the done items carry them, as whole
-        # strings, so a character split over two deltas as surrogate halves is never joined here.
+        if kind in _REFUSAL_EVENTS:
+            self._refusal(str(kind), event)
+            return []
+        # Text/reasoning deltas and hosted-tool events: the done items carry them, as whole strings,
+        # so a character split over two deltas as surrogate halves is never joined here.
         return []
+
+    def _refusal(self, kind: str, event: dict[str, Any]) -> None:
+        """Keep what one refusal event says: the part's start text, a delta, or the whole text (a
+        ``.done`` event, which replaces the deltas)."""
+        # An event that names no item it can be placed at is still a refusal signal: kept apart (-1).
+        idx = self._index(event)
+        content_index = _output_index(event.get("content_index"))
+        if kind.startswith("response.content_part."):
+            part = event.get("part")
+            if not isinstance(part, dict) or part.get("type") != "refusal":
+                return  # an output_text part: the done item carries the text
+            value = part.get("refusal")
+        else:
+            value = event.get("delta" if kind == "response.refusal.delta" else "refusal")
+        parts = self._refusals.setdefault((-1 if idx is None else idx, content_index or 0), [])
+        if not isinstance(value, str):
+            return  # still a refusal signal, with no text
+        if kind == "response.refusal.delta" or (kind == "response.content_part.added" and not parts):
+            parts.append(value)
+        elif kind != "response.content_part.added":
+            parts[:] = [value]
 
     def _arguments(self, idx: int, delta: str) -> int | None:
         """Keep one argument delta of item ``idx``. Returns the call's byte count when an
@@ -255,7 +308,9 @@ class _Assembler:
             if nbytes is not None and on_progress is not None:
                 on_progress(ArgumentsProgress(self._progress_ids[idx], nbytes))
 
-    def _final_output(self, resp: dict[str, Any]) -> list[dict[str, Any]]:
+    def _final_output(self, resp: dict[str, Any]) -> tuple[list[dict[str, Any]], bool, list[str]]:
+        """The turn's items, whether one of its calls never finished, and the refusal text no item
+        carries."""
         snapshot = resp.get("output")
         snap = snapshot if isinstance(snapshot, list) else []
         indices = sorted(set(self._done) | set(range(len(snap))) | set(self._items))
@@ -268,20 +323,46 @@ class _Assembler:
             for item in (*self._done.values(), *self._items.values())
             if isinstance(item.get("id"), str) and item["id"]
         }
+        in_snapshot = {
+            item["id"]: item for item in snap if isinstance(item, dict) and isinstance(item.get("id"), str)
+        }
         output: list[dict[str, Any]] = []
+        chosen: dict[int, dict[str, Any]] = {}
+        taken: set[Any] = set()  # ids of the items chosen so far
+        unfinished = False
         for i in indices:
             item = self._done.get(i)
             if item is None and i < len(snap) and isinstance(snap[i], dict):
                 item = snap[i] if snap[i].get("id") not in streamed or i in self._items else None
             if item is None and i in self._items:
-                # Added, never done, absent from the snapshot: the added copy, with its deltas. A cut
-                # argument text cannot parse, so the call then carries an arguments_error.
+                # Never done, but the snapshot may hold it at another position (gaps, as above).
+                key = self._items[i].get("id")
+                item = in_snapshot.get(key) if isinstance(key, str) and key not in taken else None
+            if item is not None:
+                # A done or snapshot item speaks for itself: its status is judged as a plain body's.
+                unfinished = unfinished or says_unfinished(item)
+            elif i in self._items:
+                # Added, never done, absent from the snapshot: the added copy (whose status still says
+                # in_progress), with its deltas, kept for display and the record. Unless
+                # function_call_arguments.done came, no done event ended the call: it never runs.
                 item = self._items[i]
-                if item.get("type") == "function_call" and not item.get("arguments") and i in self._args:
-                    item = {**item, "arguments": join_fragments(self._args[i])}
+                if item.get("type") == "function_call":
+                    unfinished = unfinished or i not in self._args_done
+                    if not item.get("arguments") and i in self._args:
+                        item = {**item, "arguments": join_fragments(self._args[i])}
             if item is not None:
                 output.append(item)
-        return output
+                chosen[i] = item
+                if isinstance(item.get("id"), str):
+                    taken.add(item["id"])
+        # Refusal text no chosen item carries; text placed at no item counts when no item has any.
+        carried = {i for i, item in chosen.items() if _has_refusal(item)}
+        refusals = [
+            join_fragments(parts)
+            for (i, _), parts in sorted(self._refusals.items())
+            if i not in carried and (i >= 0 or not carried)
+        ]
+        return output, unfinished, refusals
 
     def _output_over_caps(self, output: list[dict[str, Any]]) -> bool:
         total = 0
@@ -310,11 +391,11 @@ class _Assembler:
             if resp.get("status") == "failed" and not resp.get("error") and self._error is not None:
                 etype, code = _event_error_fields(self._error)
                 resp["error"] = {"type": etype, "code": code}
-            output = self._final_output(resp)
+            output, unfinished, refusals = self._final_output(resp)
             if self._output_over_caps(output):
                 self._aborted = True
                 return too_large_turn(API, prov, raw_sha256, resp["id"])
-            return turn_from_response(resp, raw_sha256, output)
+            return turn_from_response(resp, raw_sha256, output, unfinished=unfinished, refusals=refusals)
         if self._error is not None:
             return self._error_turn(prov, raw_sha256, self._response_id)
         return stream_cut_turn(API, prov, raw_sha256, self._response_id)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..adapters import get as get_adapter
 from ..adapters.base import StreamCaps
-from ..adapters.sse import looks_like_stream
+from ..adapters.sse import DONE, looks_like_stream
 from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.types import ModelTurn
+
+# Line breaks as the stream reader splits lines (CRLF, CR, LF): the same lines it reads.
+_LINES = re.compile(r"\r\n|\r|\n")
 
 
 def turn_json(turn: ModelTurn) -> dict[str, Any]:
@@ -35,6 +39,11 @@ def turn_json(turn: ModelTurn) -> dict[str, Any]:
     }
 
 
+def _has_end_marker(text: str) -> bool:
+    """A line of the input is Chat's end marker, as the reader would read it (stripped)."""
+    return any(line.strip() == DONE for line in _LINES.split(text))
+
+
 def parse_input(api: str, data: bytes) -> dict[str, Any]:
     adapter = get_adapter(api)
     try:
@@ -53,9 +62,11 @@ def parse_input(api: str, data: bytes) -> dict[str, Any]:
     stream = StreamFeed(adapter.stream_assembler(), max_event=StreamCaps().max_body_bytes)
     try:
         stream.feed(data)
-        if kind == "jsonl" and api == "openai-chat" and "[DONE]" not in text:
+        if kind == "jsonl" and api == "openai-chat" and not _has_end_marker(text):
             # JSON-lines hold the JSON payloads only, and Chat's end marker is not JSON, so a recording in
-            # that form never carries it: supply it. A stream without a finish_reason stays cut.
+            # that form never carries it: supply it. A stream without a finish_reason is still no success
+            # (the adapter reads an end with no finish as an unknown stop). Only a line that is the
+            # marker counts: model text may well contain the characters "[DONE]".
             stream.feed(b"\n[DONE]\n")
         stream.close()
     except ProtocolViolation as exc:
