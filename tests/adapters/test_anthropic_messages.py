@@ -165,8 +165,9 @@ def test_max_tokens_is_truncated() -> None:
 
 
 def test_context_window_exceeded_is_truncated() -> None:
+    """One name for one condition: the same reason as OpenAI's context_length_exceeded error."""
     turn = ADAPTER.parse_response(message([TEXT], "model_context_window_exceeded"))
-    assert (turn.finish, turn.reason) == (Finish.TRUNCATED, "context_window")
+    assert (turn.finish, turn.reason) == (Finish.TRUNCATED, "context_window_exceeded")
     assert turn.raw_stop_reason == "model_context_window_exceeded"
 
 

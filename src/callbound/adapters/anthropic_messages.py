@@ -186,7 +186,7 @@ def turn_from_message(
     if stop == "max_tokens":
         return turn(Finish.TRUNCATED, "max_tokens")
     if stop == "model_context_window_exceeded":
-        return turn(Finish.TRUNCATED, "context_window")
+        return turn(Finish.TRUNCATED, "context_window_exceeded")
     if stop == "pause_turn":
         return turn(Finish.CONTINUE, None)
     return turn(Finish.API_FAILURE, "unknown_stop_reason", Failure("status", False))
