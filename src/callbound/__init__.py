@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .core.approvals import Decision, PendingApproval
 from .core.errors import (
     ApprovalAlreadyDecided,
+    ApprovalChanged,
     BindingMismatch,
     CallboundError,
     CanonicalizationError,
@@ -67,6 +68,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalAlreadyDecided",
+    "ApprovalChanged",
     "ApproverNotAllowed",
     "BindingMismatch",
     "Budgets",

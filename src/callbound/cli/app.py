@@ -45,9 +45,15 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _open(url: str) -> Any:
+def _open(url: str, *, create: bool = True, wanted: str | None = None) -> Any:
+    """The store at ``url``. ``create=False`` for commands that only read or decide what is stored: a
+    SQLite path that does not exist is a usage error (D28), not a new empty database that reads as "no
+    approvals, audit intact". ``wanted`` (what the command looks for) leads the message."""
     from .. import stores
 
+    missing = None if create else stores.missing_database(url)
+    if missing is not None:
+        raise _fail(f"no {wanted} in this store: {missing}" if wanted else missing)
     try:
         return stores.open(url)
     except (UsageError, StoreError) as exc:
@@ -74,14 +80,14 @@ def _runner_for(store: Any, operation_id: str, app_ref: str | None) -> Any:
 
 
 def _payments_path(store_url: str) -> str:
-    if store_url.startswith("sqlite:"):
-        rest = store_url[len("sqlite:") :]
-        path = rest[3:] if rest.startswith("///") else rest[2:] if rest.startswith("//") else rest
-        if path != ":memory:":
-            # Absolute: the path is saved with the operation, and a resume or a worker started from
-            # another directory must reach the same payments file.
-            p = Path(path or "callbound.db").absolute()
-            return str(p.with_name(p.stem + "-payments.db"))
+    from ..stores import sqlite_path
+
+    path = sqlite_path(store_url)
+    if path is not None and path != ":memory:":
+        # Absolute: the path is saved with the operation, and a resume or a worker started from
+        # another directory must reach the same payments file.
+        p = Path(path).absolute()
+        return str(p.with_name(p.stem + "-payments.db"))
     import tempfile
 
     return os.path.join(tempfile.mkdtemp(prefix="callbound-demo-"), "payments.db")
@@ -230,7 +236,7 @@ def resume_cmd(
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Resume a stored operation (after approvals were decided, or after a crash)."""
-    st = _open(store)
+    st = _open(store, create=False, wanted=f"operation {operation_id!r}")
     try:
         runner = _runner_for(st, operation_id, app_ref)
         _require_live_key(runner)
@@ -254,7 +260,7 @@ def approvals_list(
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Pending approvals, oldest first."""
-    st = _open(store)
+    st = _open(store, create=False)
     rows = st.list_approvals(tenant=tenant, status=None if all_ else "pending")
     if as_json:
         out.print_json(json.dumps([a.to_dict() for a in rows]))
@@ -285,7 +291,7 @@ def _decide(
 ) -> None:
     from ..core.approvals import Decision
 
-    st = _open(store)
+    st = _open(store, create=False, wanted=f"approval {approval_id!r}")
     approval = st.get_approval(approval_id)
     if approval is None:
         raise _fail(f"no approval {approval_id!r} in this store")
@@ -357,7 +363,7 @@ def ops_list(
 
     if state is not None and state not in State.__members__:
         raise _fail(f"unknown state {state!r}; use one of {', '.join(State.__members__)}")
-    st = _open(store)
+    st = _open(store, create=False)
     heads = st.list_operations(tenant=tenant, state=state, limit=limit)
     if as_json:
         out.print_json(
@@ -414,7 +420,7 @@ def ops_show(
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """The timeline of one operation with all its ids."""
-    st = _open(store)
+    st = _open(store, create=False, wanted=f"operation {operation_id!r}")
     stored = st.load_operation(operation_id)
     if stored is None:
         raise _fail(f"no operation {operation_id!r} in this store")
@@ -444,7 +450,7 @@ def ops_show(
 @ops_app.command("cancel")
 def ops_cancel(operation_id: str, app_ref: AppRefOpt = None, store: StoreOpt = DEFAULT_STORE) -> None:
     """End an operation STOPPED(CANCELLED); refused while a write handler runs."""
-    st = _open(store)
+    st = _open(store, create=False, wanted=f"operation {operation_id!r}")
     try:
         runner = _runner_for(st, operation_id, app_ref)
         outcome = runner.cancel(operation_id)
@@ -460,7 +466,7 @@ def audit_verify(
     """Recompute every hash chain and binding; exit 1 naming the first bad row."""
     from ..runtime.verify import verify_store
 
-    st = _open(store)
+    st = _open(store, create=False, wanted=None if operation_id is None else f"operation {operation_id!r}")
     if (
         operation_id is not None
         and st.load_operation(operation_id) is None

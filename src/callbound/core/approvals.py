@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from .errors import ApprovalAlreadyDecided, UsageError
 
-# "withdrawn": the operation ended (cancelled, out of time, stopped) while the approval was pending, so
-# no decision can take effect any more; the store then stops listing it as pending.
+# "withdrawn": the operation ended (cancelled, out of time, stopped) while the approval was pending, or
+# it expired undecided and the runtime told the model so; no decision can take effect any more, and the
+# store stops listing it as pending. Only a pending approval can be withdrawn: the stores refuse a
+# commit that would withdraw a decided one (ApprovalChanged), so a decision is never overwritten.
 ApprovalStatus = Literal["pending", "approved", "denied", "withdrawn"]
 DEFAULT_APPROVAL_TTL = timedelta(hours=24)
 
@@ -81,6 +84,19 @@ class PendingApproval:
         )
 
 
+def identity(name: str) -> str:
+    """The form in which two names of a person compare: Unicode NFKC-normalised, case-folded and
+    stripped, so "CUSTOMER-1", "customer-1 " and a full-width "ｃｕｓｔｏｍｅｒ-1" are one identity.
+    Compared as typed, they let an operation's own subject approve its own call (D17). NFKC runs again
+    after case folding, which can leave text that is no longer normalised."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold()).strip()
+
+
+def same_identity(a: str | None, b: str | None) -> bool:
+    """True if ``a`` and ``b`` name the same person (see ``identity``); a missing name matches none."""
+    return a is not None and b is not None and identity(a) == identity(b)
+
+
 def _named(approver: object) -> bool:
     # Fix: a blank approver ("  ") or a non-string passed the old ``if not approver`` check, leaving a
     # decision with nobody accountable for it in the audit trail.
@@ -138,7 +154,9 @@ def record_decision(
             "its operation has ended and cannot run the call"
         )
     if pending.status != "pending":
-        if pending.status == decision.status and pending.approver == decision.approver:
+        # The same approver as compared everywhere else: "Alice" repeating alice's approval gets the
+        # original back rather than an error about a decision that is hers.
+        if pending.status == decision.status and same_identity(pending.approver, decision.approver):
             return pending, False
         raise ApprovalAlreadyDecided(
             f"approval {pending.approval_id} was already {pending.status} by {pending.approver} "
@@ -154,6 +172,17 @@ def withdraw(pending: PendingApproval, now: datetime, why: str) -> PendingApprov
     """The approval of an operation that ended before anyone decided it: no longer pending, and no
     decision can be recorded on it."""
     return replace(pending, status="withdrawn", decided_at=now, reason=why)
+
+
+def expire(pending: PendingApproval, now: datetime, told: str) -> PendingApproval:
+    """An approval nobody decided before ``expires_at``, resolved by the runtime (the model was told
+    ``told``, APPROVAL_EXPIRED as a rule): withdrawn, since no decision can take effect any more, and
+    so no longer listed as pending once its operation has moved on."""
+    return withdraw(
+        pending,
+        now,
+        f"expired at {pending.expires_at.isoformat()} before anyone decided; the model was told {told}",
+    )
 
 
 def is_expired(pending: PendingApproval, now: datetime) -> bool:

@@ -16,6 +16,7 @@
     ├── StoreError                 the store is unreachable or refused a write
     │   ├── SchemaVersionError     the database is newer than this code
     │   ├── StaleLease             a fenced write lost its lease (D21)
+    │   ├── ApprovalChanged        a commit would withdraw an approval someone has just decided (D17)
     │   └── OperationExists        run()/submit() named an operation id the store already has
     └── NotApplied                 raised by a write handler: the effect definitely did not happen (D16)
 
@@ -99,6 +100,21 @@ class SchemaVersionError(StoreError):
 
 class StaleLease(StoreError):
     """A write carried a fencing token that is no longer current (D21)."""
+
+
+class ApprovalChanged(StoreError):
+    """A commit would mark an approval as no longer pending (withdrawn when its operation ends, or
+    expired), but the approval is not pending any more: an approver's decision was recorded after the
+    writer read it. The store refused the commit whole, so the decision stands (the approver was told
+    it was recorded); the writer reads the operation again and decides again."""
+
+    def __init__(self, approval_id: str, status: str | None) -> None:
+        self.approval_id, self.status = approval_id, status
+        super().__init__(
+            f"approval {approval_id} is no longer pending (it is {status or 'gone'}): a decision was "
+            "recorded after this commit read it, so the commit was refused and the decision kept; "
+            "reload the operation and retry"
+        )
 
 
 class OperationBusy(StoreError):

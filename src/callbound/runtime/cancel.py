@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Any
 
-from ..core.errors import StoreError, UsageError
+from ..core.approvals import PendingApproval
+from ..core.errors import ApprovalChanged, StoreError, UsageError
 from ..core.states import TERMINAL
+from .decisions import withdraw_pending
 from .lease import owner_is_gone
 from .outcome import Outcome
 
@@ -13,12 +16,15 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 _ATTEMPTS = 3
+log = logging.getLogger("callbound.runtime")
 
 
 def cancel(runner: Runner, operation_id: str, reason: str) -> Outcome:
     """End an operation STOPPED(CANCELLED), unless a write handler is running (its effect would be
     left unknown). The check is made on a read of the operation; the commit is refused by the store
-    if the operation moved on since, and the decision is made again on a fresh read."""
+    if the operation moved on since, or if an approval it withdraws was decided since
+    (``ApprovalChanged``), and the decision is made again on a fresh read. A decision recorded before
+    the cancel is kept, and the escalation says that its call will not run."""
     for attempt in range(_ATTEMPTS):
         op = runner._load(operation_id)
         if op.state in TERMINAL:
@@ -28,7 +34,11 @@ def cancel(runner: Runner, operation_id: str, reason: str) -> Outcome:
                 spec = runner.registry.get(rec.tool)
                 if rec.status == "running" and (spec is None or spec.is_write):
                     raise UsageError(_running_write(runner, operation_id, rec.call_id, rec.tool))
-        runner._stop(op, "CANCELLED", reason)
+        # One read of its approvals, before the stop: the pending ones are withdrawn in the cancel's
+        # commit (which the store refuses if one of them is decided meanwhile), and the ones already
+        # decided are reported in the escalation. The stop's own withdrawal then finds nothing left.
+        decided = withdraw_pending(runner, op, "the operation ended STOPPED(CANCELLED)")
+        runner._stop(op, "CANCELLED", reason + _kept(decided), **_decided_extra(decided))
         # Take the fencing token forward: a worker still driving this operation fails its next write
         # with StaleLease instead of overwriting the cancellation (D21).
         commit = op.take_commit()
@@ -37,15 +47,46 @@ def cancel(runner: Runner, operation_id: str, reason: str) -> Outcome:
         commit.head["fence"] = op.fence
         try:
             runner.store.commit(commit)
-        except StoreError:
+        except StoreError as exc:
             # The operation moved on after we read it: its driver committed (a write may have
             # started; every commit links the audit chain, so ours no longer follows it) or a worker
-            # claimed it. Read it again and decide again.
+            # claimed it; or an approver decided one of its approvals, which our commit would have
+            # overwritten as withdrawn (the approver was told the decision was recorded). Read it
+            # again and decide again: the decision then stays, and the escalation reports it.
             if attempt + 1 == _ATTEMPTS:
                 raise
+            if isinstance(exc, ApprovalChanged):
+                log.info(
+                    "cancel of %s: approval %s was decided meanwhile (%s); reading again",
+                    operation_id,
+                    exc.approval_id,
+                    exc.status,
+                    extra={"operation_id": operation_id, "approval_id": exc.approval_id},
+                )
             continue
         return runner._outcome(op)
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _kept(decided: list[PendingApproval]) -> str:
+    if not decided:
+        return ""
+    said = "; ".join(
+        f"approval {a.approval_id} was {a.status} by {a.approver} at "
+        f"{a.decided_at.isoformat() if a.decided_at else '?'}"
+        for a in decided
+    )
+    return f" ({said}: the decision is kept, but the operation ends here and the call does not run)"
+
+
+def _decided_extra(decided: list[PendingApproval]) -> dict[str, Any]:
+    if not decided:
+        return {}
+    return {
+        "decided_approvals": [
+            {"approval_id": a.approval_id, "status": a.status, "approver": a.approver} for a in decided
+        ]
+    }
 
 
 def _running_write(runner: Runner, operation_id: str, call_id: str, tool: str) -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import TYPE_CHECKING
 
-from ..core.approvals import Decision, PendingApproval, record_decision, withdraw
+from ..core.approvals import Decision, PendingApproval, record_decision, same_identity, withdraw
+from ..core.dispatch import hook_verdict
 from ..core.errors import UnknownApproval, UsageError
 from ..core.states import TERMINAL
-from .operation import Operation
+from .operation import WAITING, Operation
 from .outcome import ApproverNotAllowed, Policy
 
 if TYPE_CHECKING:
@@ -49,27 +51,35 @@ def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None
 
 
 def check_approver(policy: Policy, approver: str, approval: PendingApproval) -> None:
-    """Raise ``ApproverNotAllowed`` unless ``approver`` may decide ``approval`` (D17)."""
-    if approver.strip() == approval.subject.strip() and not policy.allow_self_approval:
+    """Raise ``ApproverNotAllowed`` unless ``approver`` may decide ``approval`` (D17). Names are compared
+    as identities (NFKC, case-folded, stripped): ``CUSTOMER-1`` is the subject ``customer-1``."""
+    if same_identity(approver, approval.subject) and not policy.allow_self_approval:
         raise ApproverNotAllowed(
             f"{approver!r} proposed this operation and may not approve its own call (Policy.allow_self_approval)"
         )
     hook = policy.approver_allowed
     if hook is not None:
-        try:
-            allowed = bool(hook(approver, approval))
-        except Exception:
-            allowed = False
+        # Fail closed like every yes/no hook (core.dispatch.hook_verdict): only a real True allows, so a
+        # truthy refusal text ("no: not on the finance team") cannot let an approver through.
+        allowed, why = hook_verdict(lambda: hook(approver, approval))
         if not allowed:
-            raise ApproverNotAllowed(f"{approver!r} may not decide approval {approval.approval_id}")
+            said = "" if why is None else f" (the hook {why}; only True allows)"
+            raise ApproverNotAllowed(f"{approver!r} may not decide approval {approval.approval_id}{said}")
 
 
-def withdraw_pending(runner: Runner, op: Operation, why: str) -> None:
+def withdraw_pending(runner: Runner, op: Operation, why: str) -> list[PendingApproval]:
     """The operation is ending while some of its calls still wait for a decision: mark those approvals
     withdrawn in the same commit, so no approver is left looking at a request nothing will act on and
-    ``list_approvals(status="pending")`` stops showing it."""
+    ``list_approvals(status="pending")`` stops showing it. A decision may land between the read below
+    and that commit: the store then refuses the commit (``ApprovalChanged``) rather than overwrite the
+    decision, and the caller reads again (cancel, ``approvals_ready``).
+
+    Returns the approvals of waiting calls that were already approved or denied (nobody resumed the
+    operation since): those decisions stay as recorded, but their calls will not run, which whoever
+    ends the operation is told. Decisions are final, so what this one read saw holds at the commit."""
+    decided: list[PendingApproval] = []
     if op.current is None:
-        return
+        return decided
     now = runner.clock.now()
     for rec in op.current.records:
         # Not only WAITING records: a turn resolved on expiry seals its records before the stop
@@ -79,5 +89,20 @@ def withdraw_pending(runner: Runner, op: Operation, why: str) -> None:
         # Asked in this turn and not committed yet (a stop before C1), or read from the store.
         mine = [a for a in op.pending_approvals if a.approval_id == rec.approval_id]
         approval = mine[-1] if mine else runner.store.get_approval(rec.approval_id)
-        if approval is not None and approval.status == "pending":
+        if approval is None:
+            continue
+        if approval.status == "pending":
             op.pending_approvals.append(withdraw(approval, now, why))
+        elif rec.status == WAITING and approval.status in ("approved", "denied"):
+            decided.append(approval)
+    return decided
+
+
+def reload_into(runner: Runner, op: Operation) -> None:
+    """Replace ``op`` in place with what the store holds, keeping the drive's fencing token. For a
+    commit the store refused (ApprovalChanged): nothing of it was written, but ``op`` had moved on
+    in memory, and the caller's drive loop still holds this object."""
+    fresh = runner._load(op.operation_id)
+    fresh.fence = op.fence if op.fence is not None else fresh.fence
+    for f in fields(Operation):
+        setattr(op, f.name, getattr(fresh, f.name))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core.approvals import PendingApproval, revalidate
+from ..core.approvals import PendingApproval, expire, revalidate
 from ..core.canonical import sha256_hex
 from ..core.dispatch import (
     APPROVAL_EXPIRED,
@@ -15,6 +15,7 @@ from ..core.dispatch import (
     plan_turn,
 )
 from ..core.errors import (
+    ApprovalChanged,
     StoreError,
 )
 from ..core.guards import (
@@ -25,7 +26,7 @@ from ..core.idempotency import LedgerStatus
 from ..core.states import State
 from ..core.types import ModelTurn, error_result
 from .crash import crash_point, ledger_disabled
-from .decisions import check_approver
+from .decisions import check_approver, reload_into
 from .execute import ledger_entry, seal
 from .integrity import plan_digest
 from .operation import PLANNED, WAITING, CallRecord, CurrentTurn, Operation
@@ -158,13 +159,27 @@ def enter_waiting(runner: Runner, op: Operation) -> None:
 
 async def approvals_ready(runner: Runner, op: Operation) -> bool:
     """In WAITING_APPROVAL: False (still waiting) or move on once every approval of the turn is
-    decided or expired, re-validating each approved call (D17)."""
+    decided or expired, re-validating each approved call (D17). An approval that expired undecided is
+    withdrawn in the same commit, so it is no longer listed as pending."""
     assert op.current is not None
+
+    async def committed() -> bool:
+        # An approver may decide an approval between our read of it and this commit, which marks it
+        # withdrawn (expired, or the operation ending): the store refuses the commit rather than
+        # overwrite the decision. Nothing of it was written: reload, and the drive calls here again
+        # to resolve the turn from the decision. Each refusal needs a new decision, so this ends.
+        try:
+            await runner._flush(op)
+        except ApprovalChanged:
+            reload_into(runner, op)
+            return False
+        return True
+
     now = runner.clock.now()
     # D14: not_after ends the operation regardless, also while approvals are still pending.
     if op.budgets.not_after is not None and now >= op.budgets.not_after:
         runner._stop(op, "DEADLINE", "not_after passed while waiting for approval")
-        await runner._flush(op)
+        await committed()
         return True
     waiting = [r for r in op.current.records if r.status == WAITING]
     approvals: dict[str, PendingApproval] = {}
@@ -233,6 +248,10 @@ async def approvals_ready(runner: Runner, op: Operation) -> bool:
             },
             runner.audit_key,
         )
+        if a.status == "pending":
+            # Expired undecided (an unexpired one returned above): nothing can take effect on it any
+            # more, so it must not stay listed as pending after the model was told (docs/durability.md).
+            op.pending_approvals.append(expire(a, now, code or APPROVAL_EXPIRED))
         if code is None:
             rec.status = PLANNED
         else:
@@ -241,9 +260,9 @@ async def approvals_ready(runner: Runner, op: Operation) -> bool:
             seal(runner, op, turn, rec, spec, error_result(code, message))
     if expired_stop:
         runner._stop(op, "APPROVAL_EXPIRED", "an approval expired and the policy stops on expiry")
-        await runner._flush(op)
+        await committed()
         return True
     after_plan(runner, op)
-    await runner._flush(op)
-    crash_point("after_approval_before_execution")
+    if await committed():
+        crash_point("after_approval_before_execution")
     return True

@@ -2,19 +2,61 @@
 
 from __future__ import annotations
 
+import os
+
 from .base import Commit, JournalRow, Store, StoredOperation
 from .memory import MemoryStore
 
-__all__ = ["Commit", "JournalRow", "MemoryStore", "Store", "StoredOperation", "open", "open_store"]
+__all__ = [
+    "Commit",
+    "JournalRow",
+    "MemoryStore",
+    "Store",
+    "StoredOperation",
+    "missing_database",
+    "open",
+    "open_store",
+    "sqlite_path",
+]
+
+DEFAULT_URL = "sqlite:///callbound.db"
 
 
-def open(url: str | None) -> Store:  # the documented name (D30): callbound.stores.open(url)
+def sqlite_path(url: str | None) -> str | None:
+    """The file of a ``sqlite:`` URL (SQLAlchemy's convention: ``sqlite:///relative.db``,
+    ``sqlite:////absolute/path.db``), ``callbound.db`` when it names none; None for other URLs."""
+    if url is None or url == "":
+        url = DEFAULT_URL
+    if not url.startswith("sqlite:"):
+        return None
+    rest = url[len("sqlite:") :]
+    path = rest[3:] if rest.startswith("///") else rest[2:] if rest.startswith("//") else rest
+    return path or "callbound.db"
+
+
+def missing_database(url: str | None) -> str | None:
+    """Why ``url`` names no database to read, or None. Only a SQLite file can be absent: opening one
+    creates it, so a mistyped path would read as an empty store (nothing listed, a clean audit) and
+    leave a stray file behind."""
+    path = sqlite_path(url)
+    if path is None or path == ":memory:" or os.path.exists(path):
+        return None
+    return (
+        f"no SQLite database at {os.path.abspath(path)} (nothing was created): check the --store path; "
+        "a database is created by the commands that start work there (callbound demo, run, worker) "
+        "or by callbound.stores.open(url) in code"
+    )
+
+
+def open(url: str | None, *, create: bool = True) -> Store:  # the documented name (D30)
     """Open a store by URL: ``memory:``, ``sqlite:///path`` (default ``./callbound.db``) or
-    ``postgresql://...`` (needs the ``postgres`` extra)."""
+    ``postgresql://...`` (needs the ``postgres`` extra). ``create=False`` refuses a SQLite file that
+    does not exist (``UsageError``) instead of creating an empty database: for callers that only read
+    or decide what is already stored."""
     from ..core.errors import UsageError
 
     if url is None or url == "":
-        url = "sqlite:///callbound.db"
+        url = DEFAULT_URL
     if url in ("memory", "memory:", "memory://"):
         return MemoryStore()
     if url.startswith("sqlite:"):
@@ -22,10 +64,10 @@ def open(url: str | None) -> Store:  # the documented name (D30): callbound.stor
             from .sqlite import SQLiteStore
         except ImportError as exc:  # pragma: no cover - shipped with callbound
             raise UsageError("the SQLite store is not available in this build") from exc
-        # SQLAlchemy's convention: sqlite:///relative.db, sqlite:////absolute/path.db
-        rest = url[len("sqlite:") :]
-        path = rest[3:] if rest.startswith("///") else rest[2:] if rest.startswith("//") else rest
-        return SQLiteStore(path or "callbound.db")
+        missing = None if create else missing_database(url)
+        if missing is not None:
+            raise UsageError(missing)
+        return SQLiteStore(sqlite_path(url) or "callbound.db")
     if url.startswith(("postgresql://", "postgres://")):
         try:
             from .postgres import PostgresStore

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
-from ..core.errors import IntentTaken, OperationExists, StaleLease, StoreError
+from ..core.errors import ApprovalChanged, IntentTaken, OperationExists, StaleLease, StoreError
 from ..core.idempotency import LedgerEntry, claim_refused
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
 from .schema import utc
@@ -49,6 +49,16 @@ class MemoryStore:
             for i, ev in enumerate(commit.audit):
                 if ev.seq != stored + i:
                     raise StoreError(f"audit sequence {ev.seq} for {op} does not follow {stored + i - 1}")
+            # An approval is written only while it is pending (as the durable stores' upsert): a commit
+            # withdrawing one that an approver decided after the writer read it is refused, so the
+            # decision stays. Later rows of one commit see the earlier ones (the last write wins).
+            statuses: dict[str, str] = {}
+            for approval in commit.approvals:
+                known = self._approvals.get(approval.approval_id)
+                current = statuses.get(approval.approval_id, None if known is None else known.status)
+                if current not in (None, "pending"):
+                    raise ApprovalChanged(approval.approval_id, current)
+                statuses[approval.approval_id] = approval.status
             if commit.create:
                 self._order.append(op)
                 self._journals[op] = []

@@ -2,9 +2,10 @@
 
 This module is imported only by ``callbound.stores.open`` or by users who ask for it, never by ``import
 callbound``. One ``commit`` is one transaction: a fenced ``UPDATE … RETURNING`` of the head row (or the
-``INSERT`` of a new one), then the appended journal and audit rows and the ledger and approval upserts,
-pipelined. Statements are prepared by psycopg after a few uses. Workers claim operations with
-``FOR UPDATE SKIP LOCKED`` and lease times come from the database's clock (D21).
+``INSERT`` of a new one), the approval upserts (each refuses the commit over a decided approval), then
+the appended journal and audit rows and the ledger upserts, pipelined. Statements are prepared by
+psycopg after a few uses. Workers claim operations with ``FOR UPDATE SKIP LOCKED`` and lease times come
+from the database's clock (D21).
 
 psycopg errors are translated into ``StoreError`` here and nowhere else (D30).
 """
@@ -24,7 +25,14 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
-from ..core.errors import IntentTaken, OperationExists, SchemaVersionError, StaleLease, StoreError
+from ..core.errors import (
+    ApprovalChanged,
+    IntentTaken,
+    OperationExists,
+    SchemaVersionError,
+    StaleLease,
+    StoreError,
+)
 from ..core.idempotency import LedgerEntry, claim_refused
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
 from .schema import (
@@ -70,12 +78,19 @@ _CLAIM_LEDGER = (
 )
 # FOR UPDATE: a concurrent claim of the same key waits for this transaction, then reads its entry.
 _LEDGER_HOLDER = "SELECT operation_id, status FROM ledger WHERE tenant = %s AND key = %s FOR UPDATE"
+# A commit's approval rows: new ones, or a pending one changed (withdrawn when its operation ends, or
+# expired). Never over a decided one, as _DECIDE never decides twice: an approver's decision recorded
+# after the writer read the approval would be lost, though the approver was told it was recorded. ON
+# CONFLICT locks the row and evaluates the WHERE on its latest version (READ COMMITTED), so a decision
+# committed meanwhile is seen; the row is left alone and the commit refused (ApprovalChanged).
 _UPSERT_APPROVAL = (
     "INSERT INTO approvals (approval_id, operation_id, tenant, status, created_at, expires_at, data) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s::json) ON CONFLICT (approval_id) DO UPDATE SET "
     "operation_id = excluded.operation_id, tenant = excluded.tenant, status = excluded.status, "
-    "created_at = excluded.created_at, expires_at = excluded.expires_at, data = excluded.data"
+    "created_at = excluded.created_at, expires_at = excluded.expires_at, data = excluded.data "
+    "WHERE approvals.status = 'pending'"
 )
+_APPROVAL_STATUS = "SELECT status FROM approvals WHERE approval_id = %s"
 _DECIDE = (
     "UPDATE approvals SET operation_id = %s, tenant = %s, status = %s, created_at = %s, expires_at = %s, "
     "data = %s::json WHERE approval_id = %s AND status = 'pending'"
@@ -304,6 +319,12 @@ class PostgresStore:
                         holder = conn.execute(_LEDGER_HOLDER, (e.tenant, e.key)).fetchone()
                         if holder is not None and claim_refused(e, (holder[0], holder[1])):
                             raise IntentTaken(e.tenant, e.key, holder[0])
+                # Out of the pipeline, one statement each (few rows, only on a pause or an end): each
+                # result is needed to refuse the commit, naming the approval.
+                for a in approvals:
+                    if conn.execute(_UPSERT_APPROVAL, a).rowcount != 1:
+                        row = conn.execute(_APPROVAL_STATUS, (a[0],)).fetchone()
+                        raise ApprovalChanged(a[0], None if row is None else row[0])  # rolls back
                 if journal_data or audit or ledger or approvals:
                     with conn.pipeline(), conn.cursor() as cur:
                         if journal_data:
@@ -324,7 +345,6 @@ class PostgresStore:
                         if ledger:
                             cur.executemany(_UPSERT_LEDGER, ledger)
                         if approvals:
-                            cur.executemany(_UPSERT_APPROVAL, approvals)
                             # a new operation got its wake time in the INSERT: no second row version
                             wake_ops = {a[1] for a in approvals} - ({op} if commit.create else set())
                             if wake_ops:

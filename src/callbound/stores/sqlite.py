@@ -3,7 +3,8 @@
 One ``commit`` is one ``BEGIN IMMEDIATE`` transaction, so a commit costs one WAL append and one fsync
 however long the operation's history is: the head row is replaced (one fenced ``UPDATE … RETURNING``
 that also yields the journal position and the audit count to check), journal and audit rows are
-appended (``executemany``), ledger entries and approvals are upserted. ``BEGIN IMMEDIATE`` takes the
+appended (``executemany``), ledger entries and approvals are upserted (an approval only while it is
+still pending: a decided one refuses the commit, ``ApprovalChanged``). ``BEGIN IMMEDIATE`` takes the
 write lock before reading the fencing token, so several processes on one host can share the file
 (waiting up to ``busy_timeout_ms`` for each other); readers never block writers in WAL mode.
 
@@ -27,6 +28,7 @@ from typing import Any
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
 from ..core.errors import (
+    ApprovalChanged,
     IntentTaken,
     OperationExists,
     SchemaVersionError,
@@ -91,12 +93,18 @@ _UPSERT_LEDGER = (
     "status = excluded.status, entry = excluded.entry"
 )
 _LEDGER_HOLDER = "SELECT operation_id, status FROM ledger WHERE tenant = ? AND key = ?"
+# A commit's approval rows: new ones, or a pending one changed (withdrawn when its operation ends, or
+# expired). Never over a decided one, as _DECIDE never decides twice: an approver's decision recorded
+# after the writer read the approval would be lost, though the approver was told it was recorded. The
+# WHERE leaves such a row alone (no change counted) and the commit is refused (ApprovalChanged).
 _UPSERT_APPROVAL = (
     "INSERT INTO approvals (approval_id, operation_id, tenant, status, created_us, expires_us, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id) DO UPDATE SET "
     "operation_id = excluded.operation_id, tenant = excluded.tenant, status = excluded.status, "
-    "created_us = excluded.created_us, expires_us = excluded.expires_us, data = excluded.data"
+    "created_us = excluded.created_us, expires_us = excluded.expires_us, data = excluded.data "
+    "WHERE approvals.status = 'pending'"
 )
+_APPROVAL_STATUS = "SELECT status FROM approvals WHERE approval_id = ?"
 _REFRESH_WAKE = (
     "UPDATE operations SET wake_us = COALESCE((SELECT min(expires_us) FROM approvals "
     "WHERE operation_id = ?1 AND +status = 'pending'), 0) WHERE operation_id = ?1"
@@ -325,10 +333,11 @@ class SQLiteStore(SQLiteLeases):
                 ],
             )
         if approvals:
-            conn.executemany(
-                _UPSERT_APPROVAL,
-                [_approval_row(a, data) for a, data in zip(commit.approvals, approvals, strict=True)],
-            )
+            # One statement each (few rows, and only on a pause or an end): the one refused is named.
+            for a, data in zip(commit.approvals, approvals, strict=True):
+                if conn.execute(_UPSERT_APPROVAL, _approval_row(a, data)).rowcount != 1:
+                    row = conn.execute(_APPROVAL_STATUS, (a.approval_id,)).fetchone()
+                    raise ApprovalChanged(a.approval_id, None if row is None else row[0])  # rolls back
             # a new operation got its wake time in the INSERT: no second row version
             wake_ops = {a.operation_id for a in commit.approvals} - ({op} if commit.create else set())
             if wake_ops:
