@@ -410,6 +410,23 @@ async def test_d17_resume_re_checks_the_approver_under_the_resuming_policy() -> 
     assert error_code(last_outputs(again.model)["call_1"]) == "DENIED"
 
 
+@pytest.mark.parametrize("answer", ["no: alice is not on the finance team", 1, None])
+async def test_d17_only_a_real_true_from_approver_allowed_lets_an_approver_decide(answer: Any) -> None:
+    """Fail closed like authorize (D4): a truthy refusal text, or any other non-bool, is a no."""
+    refunds = Counter()
+    policy = cb.Policy(approver_allowed=lambda approver, approval: answer)
+    h = make(
+        [calls("resp_1", fc("call_1", "refund", REFUND)), final("resp_2")],
+        [refund_tool(refunds)],
+        policy=policy,
+    )
+    out = await h.run()
+    (pending,) = out.pending_approvals
+    with pytest.raises(cb.ApproverNotAllowed, match="only True allows"):
+        h.runner.approve(pending.approval_id, "alice", tenant="acme")
+    assert refunds.n == 0
+
+
 @pytest.mark.parametrize("verdict,approver", [("approve", "  "), ("maybe", "alice"), ("deny", "")])
 def test_d17_a_decision_built_directly_is_checked_like_approve_and_deny(verdict: str, approver: str) -> None:
     with pytest.raises(cb.UsageError):

@@ -89,7 +89,7 @@ class TrustedOperation:
     deadline: datetime | None
 
 
-def _safe_bool(fn: Callable[[], object]) -> tuple[bool, str | None]:
+def hook_verdict(fn: Callable[[], object]) -> tuple[bool, str | None]:
     """Run a user hook that answers yes or no: ``(answer, None)`` when it returned a real bool, else
     ``(False, why)``. Fail closed: only ``True`` is a yes. Its answer's truth value is never taken, so
     a truthy non-bool (a denial reason string, a coroutine) cannot allow a call, and an answer whose
@@ -173,16 +173,16 @@ def plan_call(
             key = default_intent_key(spec.name, spec.schema_version, arguments, op.operation_id)
     ctx = CallContext(op.operation_id, op.tenant, op.subject, call.call_id, spec.name, key, op.deadline)
     if spec.authorize is not None:
-        allowed, why = _safe_bool(lambda: spec.authorize(args, ctx))  # type: ignore[misc]
+        allowed, why = hook_verdict(lambda: spec.authorize(args, ctx))  # type: ignore[misc]
         if not allowed:
             message = f"not allowed to call {spec.name} with these arguments{_denied(why)}"
             return Reject(call, DENIED, message, spec, arguments_json)
     if policy_authorize is not None:
-        allowed, why = _safe_bool(lambda: policy_authorize(spec, args, ctx))
+        allowed, why = hook_verdict(lambda: policy_authorize(spec, args, ctx))
         if not allowed:
             message = f"policy does not allow {spec.name} here{_denied(why)}"
             return Reject(call, DENIED, message, spec, arguments_json)
-    needs, err = _safe_bool(lambda: spec.needs_approval(args, ctx))
+    needs, err = hook_verdict(lambda: spec.needs_approval(args, ctx))
     if err is not None:
         # Cannot tell whether a human must look: ask one (needs_approval itself answers True for a
         # rule that returned something other than a bool; this covers a rule that raised).
