@@ -331,17 +331,22 @@ def too_large_turn(api: str, provenance: Provenance, raw_sha256: str, response_i
     )
 
 
-def response_too_large(turn: ModelTurn) -> ModelTurn:
-    """``turn`` as TRUNCATED(response_too_large): a body or stream event went over
-    ``StreamCaps.max_body_bytes``. No call survives; response id, text read so far and usage stay."""
+def over_byte_cap(turn: ModelTurn, reason: str) -> ModelTurn:
+    """``turn`` as TRUNCATED(``reason``) for a byte cap of ``StreamCaps``: no call survives, nothing is
+    retried (D1); the raw stop reason, response id, text read so far and usage stay."""
     return replace(
         turn,
         finish=Finish.TRUNCATED,
-        reason="response_too_large",
+        reason=reason,
         calls=(),
         continuation=(),
         failure=Failure(kind="byte_cap", retryable=False),
     )
+
+
+def response_too_large(turn: ModelTurn) -> ModelTurn:
+    """A body or stream event went over ``StreamCaps.max_body_bytes``."""
+    return over_byte_cap(turn, "response_too_large")
 
 
 def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = None) -> ModelTurn:
@@ -360,14 +365,7 @@ def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = No
         size = utf8_len(raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False))
         total += size
         if size > caps.max_call_bytes or total > caps.max_response_bytes:
-            return replace(
-                turn,
-                finish=Finish.TRUNCATED,
-                reason="arguments_too_large",
-                calls=(),
-                continuation=(),
-                failure=Failure(kind="byte_cap", retryable=False),
-            )
+            return over_byte_cap(turn, "arguments_too_large")
     return turn
 
 
