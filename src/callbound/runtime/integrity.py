@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.audit import AuditEvent, audit_entries, items_digest, verify_chain
 from ..core.canonical import sha256_hex
-from ..core.errors import UsageError
+from ..core.errors import StaleLease, UsageError
 from ..core.states import TERMINAL, State
 from ..core.types import ModelTurn
 from .operation import CallRecord, CurrentTurn, Operation
@@ -216,7 +216,9 @@ def _current_problems(
     return out
 
 
-async def load_to_drive(runner: Runner, operation_id: str) -> tuple[Operation, Outcome | None]:
+async def load_to_drive(
+    runner: Runner, operation_id: str, fence: int | None = None
+) -> tuple[Operation, Outcome | None]:
     """Load an operation to drive it on, checked against its audit chain first. Where its rows differ
     from what the chain vouches for, it ends FAILED(INTEGRITY) (D4) before any decision is recorded,
     handler runs or request is sent, and that Outcome comes back with it; the escalation lists what
@@ -225,6 +227,14 @@ async def load_to_drive(runner: Runner, operation_id: str) -> tuple[Operation, O
     which neither running it nor failing it for good would answer."""
     stored, events = runner._stored(operation_id)
     op = Operation.from_stored(stored, events[-1] if events else None)
+    if fence is not None and op.fence != fence:
+        # The lease this drive holds (``fence``) was taken over before the operation was read: the
+        # stored token is the new owner's. Driving on with it would pass every fenced commit and run
+        # the new owner's calls a second time (D21). Nothing is written.
+        raise StaleLease(
+            f"operation {operation_id}: lease token {fence} is no longer current ({op.fence} is); "
+            "another driver owns the operation now"
+        )
     if op.state in TERMINAL:
         raise UsageError(
             f"operation {operation_id} is {op.state.value}; a finished operation cannot be resumed"

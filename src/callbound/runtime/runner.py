@@ -165,12 +165,15 @@ class Runner:
         """Record ``decisions`` and drive the operation on. Holds its lease meanwhile, so two drives
         never run one operation at once (``OperationBusy``); a drive of this host whose process is
         gone is taken over at once, anyone else's lease must expire first (D21)."""
-        async with driving(self.store, operation_id, self.lease_s):
-            return await self.resume_leased(operation_id, decisions)
+        async with driving(self.store, operation_id, self.lease_s) as fence:
+            return await self.resume_leased(operation_id, decisions, fence=fence)
 
-    async def resume_leased(self, operation_id: str, decisions: Sequence[Decision] = ()) -> Outcome:
-        """``resume`` for a caller that already holds the operation's lease (a worker's claim)."""
-        op, ended = await load_to_drive(self, operation_id)
+    async def resume_leased(
+        self, operation_id: str, decisions: Sequence[Decision] = (), *, fence: int | None = None
+    ) -> Outcome:
+        """``resume`` for a caller that already holds the operation's lease (a worker's claim), whose
+        token is ``fence``: ``StaleLease`` if the lease was taken over before the operation was read."""
+        op, ended = await load_to_drive(self, operation_id, fence)
         if ended is not None:
             return ended  # its stored rows differ from its audit chain: FAILED(INTEGRITY) (D20)
         self._price(op)  # its saved max_cost needs this runner's price: refuse before any decision

@@ -120,7 +120,8 @@ class Worker:
         failed = False
         try:
             runner = self.runner_for(operation_id)
-            outcome = await runner.resume_leased(operation_id)  # the claim is the lease
+            # the claim is the lease; its token proves it is still ours when the operation is read
+            outcome = await runner.resume_leased(operation_id, fence=fence)
             state = outcome.state.value
             self.stats.outcomes[operation_id] = state
             if outcome.state in TERMINAL:
