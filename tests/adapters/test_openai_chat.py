@@ -741,3 +741,16 @@ def test_check_request_rejects(messages: list[dict[str, Any]], why: str) -> None
         ADAPTER.check_request({"messages": messages})
     with pytest.raises(ProtocolViolation):
         ADAPTER.check_request({"input": []})
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-responses"])
+def test_a_429_saying_billing_is_not_active_is_a_quota_failure_not_retried(api: str) -> None:
+    """D26: 429 is retryable except for quota and billing codes; OpenAI sends billing_not_active with
+    429 when the account has no active billing, which no retry can fix."""
+    from callbound.adapters import get
+
+    body = {"error": {"message": "Your account is not active, please check your billing details.",
+                      "type": "billing_not_active", "param": None, "code": "billing_not_active"}}  # fmt: skip
+    turn = get(api).map_error(RawFailure("http", 429, json.dumps(body).encode(), {}))
+    assert (turn.finish, turn.reason) == (Finish.API_FAILURE, "quota_exceeded")
+    assert turn.failure is not None and not turn.failure.retryable and turn.failure.status == 429

@@ -299,8 +299,16 @@ def http_retryable(status: int | None, kind: str) -> bool:
     return status in (408, 409, 429, 529) or 500 <= status <= 599
 
 
+# Error codes that say the account cannot pay: retrying cannot help (D26), even under HTTP 429.
+# billing_not_active: OpenAI answers 429 with it when billing was never set up or was turned off.
 QUOTA_CODES = frozenset(
-    {"insufficient_quota", "billing_hard_limit_reached", "spend_limit_reached", "quota_exceeded"}
+    {
+        "insufficient_quota",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+        "spend_limit_reached",
+        "quota_exceeded",
+    }
 )
 
 
