@@ -957,6 +957,26 @@ def test_make_client_builds_each_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(sdk_client, OpenAIModel) and sdk_client.api == "openai-chat"
 
 
+@pytest.mark.parametrize("transport", ["http", "sdk"])
+@pytest.mark.parametrize("api", ["openai-responses", "openai-chat", "anthropic-messages"])
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
+async def test_one_base_url_reaches_the_same_path_on_both_transports(
+    server: Loopback, transport: str, api: str, suffix: str
+) -> None:
+    """``--base-url`` is the server root for every client; the OpenAI SDK, which wants ``/v1`` in its
+    URL, posted to /responses where httpx posted to /v1/responses (a reviewer's finding)."""
+    from callbound.transports import make_client
+
+    if transport == "sdk":
+        pytest.importorskip("openai" if api.startswith("openai") else "anthropic")
+    sc = SCENARIOS[(api, False)]()
+    client = make_client(api, transport=transport, model=sc.model, base_url=server.root + suffix, api_key=KEY)
+    server.script(sc.first, sc.second)
+    outcome = await runner_for(client, sc, False).run("Please help.", tenant="acme", subject="user-1")
+    assert outcome.state == "COMPLETED"
+    assert {seen.path for seen in server.seen} == {PATHS[api]}
+
+
 def test_import_callbound_loads_no_sdk_and_no_httpx() -> None:
     code = (
         "import sys, callbound, callbound.transports, callbound.cli.app\n"

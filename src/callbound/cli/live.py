@@ -95,7 +95,11 @@ def register(app: typer.Typer) -> None:
         stream: Annotated[bool, typer.Option("--stream", help="Stream model responses.")] = False,
         base_url: Annotated[
             str | None,
-            typer.Option("--base-url", help="Another server for the API (a proxy or a local test server)."),
+            typer.Option(
+                "--base-url",
+                help="Another server for the API (a proxy or a local test server): its root, the same "
+                "for both transports (a trailing /v1 is accepted).",
+            ),
         ] = None,
         tenant: Annotated[str, typer.Option(help="Tenant recorded with the operation.")] = "acme",
         subject: Annotated[

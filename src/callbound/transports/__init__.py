@@ -117,8 +117,13 @@ def make_client(
 
     ``require_key=False`` defers the key check to the first request, which then raises the same
     ``UsageError``: for an application rebuilt only to record an approval decision, which never
-    talks to the model (any process decides, without the provider's key)."""
+    talks to the model (any process decides, without the provider's key).
+
+    ``base_url`` is the server's root, the same for both transports (``--base-url`` of the CLI);
+    ``/v1`` after it is accepted too. The OpenAI SDK wants its ``/v1`` in the URL and HttpModel adds
+    it itself, so one URL reaches the same paths either way."""
     _env_names(api)
+    base_url = _server_root(base_url)
     if transport not in TRANSPORTS:
         raise UsageError(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
     if require_key and api_key is None and missing_key(api) is not None:
@@ -136,7 +141,8 @@ def make_client(
         if extra == "openai":
             from .openai import OpenAIModel
 
-            return OpenAIModel(api, base_url=base_url, api_key=api_key, model=model, timeout_s=timeout_s)
+            sdk_url = None if base_url is None else f"{base_url}/v1"
+            return OpenAIModel(api, base_url=sdk_url, api_key=api_key, model=model, timeout_s=timeout_s)
         if extra == "anthropic":
             from .anthropic import AnthropicModel
 
@@ -170,6 +176,14 @@ def transport_errors() -> tuple[type[BaseException], ...]:
             if isinstance(cls, type) and issubclass(cls, BaseException):
                 found.append(cls)
     return tuple(found)
+
+
+def _server_root(base_url: str | None) -> str | None:
+    """``base_url`` without a trailing slash or ``/v1``: the root every client adds its paths to."""
+    if base_url is None:
+        return None
+    root = base_url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
 async def feed_stream(
