@@ -90,15 +90,18 @@ def test_invalid_budgets_are_usage_errors(kw: dict[str, Any]) -> None:
 
 
 def test_valid_edge_budgets() -> None:
+    # The least values (a limit of 0 would stop or refuse everything at once; see
+    # tests/core/test_validation_review.py); only max_retries may be 0 (no retries, D26).
     b = Budgets(
-        max_model_turns=0,
-        max_tool_calls=0,
-        deadline_s=0,
+        max_model_turns=1,
+        max_tool_calls=1,
+        deadline_s=0.001,
         max_retries=0,
-        max_cost=0,  # type: ignore[arg-type]
-        max_input_tokens=0,
+        max_cost=Decimal("0.0001"),
+        max_input_tokens=1,
+        max_result_bytes=1,
     )
-    assert b.max_cost == Decimal(0)
+    assert b.max_cost == Decimal("0.0001") and b.max_retries == 0
     assert isinstance(Budgets(max_cost=0.1).max_cost, Decimal)  # type: ignore[arg-type]
     assert Budgets(max_cost=0.1).max_cost == Decimal("0.1")  # type: ignore[arg-type]  # via str()
     assert Budgets(max_cost="2.50").max_cost == Decimal("2.50")  # type: ignore[arg-type]
@@ -169,7 +172,7 @@ def test_not_after_deadline() -> None:
         ({"max_input_tokens": 100}, {"input_tokens": 101}, "MAX_INPUT_TOKENS"),
         ({"max_output_tokens": 50}, {"output_tokens": 51}, "MAX_OUTPUT_TOKENS"),
         ({"max_cost": Decimal("1.00")}, {"cost": Decimal("1.01")}, "MAX_COST"),
-        ({"max_input_tokens": 0}, {"input_tokens": 1}, "MAX_INPUT_TOKENS"),
+        ({"max_input_tokens": 1}, {"input_tokens": 2}, "MAX_INPUT_TOKENS"),
     ],
 )
 def test_token_and_cost_budgets(budget: dict[str, Any], spent: dict[str, Any], code: str) -> None:
@@ -189,7 +192,7 @@ def test_tokens_and_cost_unlimited_unless_set() -> None:
     turns=st.integers(0, 40),
     active=st.floats(0, 1000, allow_nan=False),
     inp=st.integers(0, 10_000),
-    max_inp=st.none() | st.integers(0, 10_000),
+    max_inp=st.none() | st.integers(1, 10_000),
 )
 def test_checks_stop_iff_a_limit_is_exceeded(
     turns: int, active: float, inp: int, max_inp: int | None
@@ -212,7 +215,7 @@ def test_turn_that_would_exceed_max_tool_calls_stops() -> None:
     assert check_tool_calls(b, Spent(), 5) == CONTINUE
 
 
-@given(used=st.integers(0, 100), proposed=st.integers(0, 100), limit=st.integers(0, 100))
+@given(used=st.integers(0, 100), proposed=st.integers(0, 100), limit=st.integers(1, 100))
 def test_tool_call_budget_property(used: int, proposed: int, limit: int) -> None:
     verdict = check_tool_calls(Budgets(max_tool_calls=limit), Spent(tool_calls=used), proposed)
     assert isinstance(verdict, Stop) == (used + proposed > limit)
@@ -338,7 +341,7 @@ def test_no_progress_counter_property(limit: int, turns: list[tuple[list[str], b
 # --- result cap (D11) ----------------------------------------------------------------------------
 
 
-@given(budget=st.integers(0, 10**7), spec=st.none() | st.integers(0, 10**7))
+@given(budget=st.integers(1, 10**7), spec=st.none() | st.integers(1, 10**7))
 def test_result_cap_is_the_smaller_of_spec_and_budget(budget: int, spec: int | None) -> None:
     b = Budgets(max_result_bytes=budget)
     assert result_cap(b, spec) == (budget if spec is None else min(spec, budget))

@@ -2,22 +2,27 @@
 
 ::
 
-    CallboundError
+    CallboundError                 base of every error callbound raises on purpose
     ├── UsageError                 the caller misused the API (fix your code)
     │   ├── UnsupportedSchema      a tool schema a provider cannot express (raised when binding, D9)
     │   ├── ScriptExhausted        ScriptedModel has no response k (D24)
-    │   └── ApprovalAlreadyDecided another decision was recorded first (D17)
+    │   ├── ApprovalAlreadyDecided another decision was recorded first (D17)
+    │   ├── UnknownApproval        no approval with this id (or it belongs to another tenant)
+    │   └── OperationExists        run()/submit() named an operation id the store already has (also a
+    │                              StoreError: the store raises it)
     ├── ProtocolViolation          the model or provider broke its wire contract
     │   └── EventTooLarge          a stream event outgrew StreamCaps.max_body_bytes
     ├── CorrelationError           results do not pair one-to-one with the proposed calls
     ├── BindingMismatch            a result's binding does not match its trusted context
     ├── IllegalTransition          a state change the transition table does not allow
-    ├── CanonicalizationError      a value RFC 8785 cannot represent exactly (D6)
+    ├── CanonicalizationError      a value RFC 8785 cannot represent exactly (D6; also a ValueError)
     ├── StoreError                 the store is unreachable or refused a write
-    │   ├── SchemaVersionError     the database is newer than this code
+    │   ├── SchemaVersionError     the database is newer than this code (D19)
     │   ├── StaleLease             a fenced write lost its lease (D21)
     │   ├── ApprovalChanged        a commit would withdraw an approval someone has just decided (D17)
-    │   └── OperationExists        run()/submit() named an operation id the store already has
+    │   ├── OperationBusy          another driver holds the operation's lease; wait, then resume (D21)
+    │   ├── IntentTaken            another operation claimed the same intent first; decided again (D13)
+    │   └── OperationExists        (see UsageError)
     └── NotApplied                 raised by a write handler: the effect definitely did not happen (D16)
 
 Only ``UsageError`` and ``StoreError`` escape ``Runner.run``/``Runner.resume`` (D4); everything the model,

@@ -16,16 +16,29 @@ from typing import Any
 from .errors import UsageError
 
 
-def _checked_cost(value: Any) -> Decimal:
+def _checked_cost(value: Any, saved: bool) -> Decimal:
+    # A cost of 0 stops every priced run after its first turn; operations saved with it still load.
+    refused = UsageError(f"Budgets.max_cost must be a finite amount > 0 (a Decimal), or None, not {value!r}")
     if isinstance(value, bool) or not isinstance(value, Decimal | int | float | str):
-        raise UsageError(f"Budgets.max_cost must be a Decimal, not {type(value).__name__}")
+        raise refused
     try:
         cost = value if isinstance(value, Decimal) else Decimal(str(value))
     except ArithmeticError:  # decimal.InvalidOperation: not a number at all
-        raise UsageError(f"Budgets.max_cost {value!r} is not a number") from None
-    if not cost.is_finite() or cost < 0:
-        raise UsageError(f"Budgets.max_cost must be a finite amount >= 0, not {value!r}")
+        raise refused from None
+    if not cost.is_finite() or cost < 0 or (cost == 0 and not saved):
+        raise refused
     return cost
+
+
+# The least value of each integer field. 0 means something only for max_retries (no retries, D26):
+# as any other limit it ends or refuses everything at once (max_model_turns=0 stops every run before
+# its first request, max_tool_calls=0 refuses every call, max_result_bytes=0 makes every result
+# RESULT_TOO_LARGE, a token limit of 0 stops every run after its first turn), so it is refused.
+_LEAST = {"max_retries": 0}
+# What callbound took before: 0 for every field but these. Budgets saved with an operation keep
+# loading under it (audit verify, resume): the operation was created, and may have run, under them.
+_LEAST_SAVED = {"max_parallel": 1, "max_identical_calls": 1, "max_no_progress_turns": 1}
+_OPTIONAL = frozenset({"max_input_tokens", "max_output_tokens"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +59,13 @@ class Budgets:
     not_after: datetime | None = None  # absolute end, regardless of activity (D14)
 
     def __post_init__(self) -> None:
+        self._check(saved=False)
+
+    def _check(self, saved: bool) -> None:
         # Fix: values used to be only compared with 0, so a NaN or infinite deadline (which never trips),
         # strings (a TypeError, not a UsageError), a naive ``not_after`` (a TypeError later, inside
-        # check_running, against the clock's aware UTC time) and ``max_no_progress_turns=0`` (every turn
-        # stopped) were accepted. Each field is now checked for its type and range.
+        # check_running, against the clock's aware UTC time) and limits of 0 (every run stopped at
+        # once) were accepted. Each field is now checked for its type and range.
         for f in fields(self):
             name, value = f.name, getattr(self, f.name)
             if name == "not_after":
@@ -58,21 +74,22 @@ class Budgets:
                 continue
             if name == "max_cost":
                 if value is not None:
-                    object.__setattr__(self, "max_cost", _checked_cost(value))
+                    object.__setattr__(self, "max_cost", _checked_cost(value, saved))
                 continue
-            if value is None and name in {"max_input_tokens", "max_output_tokens"}:
+            if value is None and name in _OPTIONAL:
                 continue
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            if name != "deadline_s":
-                number = number and isinstance(value, int)
-            if not number or not 0 <= value < math.inf:  # also rejects NaN
-                raise UsageError(f"Budgets.{name} must be a finite number >= 0, not {value!r}")
-        if self.max_parallel < 1:
-            raise UsageError("Budgets.max_parallel must be >= 1")
-        if self.max_identical_calls < 1:
-            raise UsageError("Budgets.max_identical_calls must be >= 1")
-        if self.max_no_progress_turns < 1:
-            raise UsageError("Budgets.max_no_progress_turns must be >= 1")
+            real = isinstance(value, int | float) and not isinstance(value, bool)
+            if name == "deadline_s":
+                # also rejects NaN; 0 s of active time stops every run before its first request
+                if not real or not (0 <= value < math.inf if saved else 0 < value < math.inf):
+                    raise UsageError(
+                        f"Budgets.deadline_s must be a finite number of seconds > 0, not {value!r}"
+                    )
+                continue
+            least = _LEAST_SAVED.get(name, 0) if saved else _LEAST.get(name, 1)
+            if not (real and isinstance(value, int)) or value < least:
+                also = ", or None" if name in _OPTIONAL else ""
+                raise UsageError(f"Budgets.{name} must be an integer >= {least}{also}, not {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -92,7 +109,15 @@ class Budgets:
             data["max_cost"] = Decimal(data["max_cost"])
         if data.get("not_after") is not None:
             data["not_after"] = datetime.fromisoformat(data["not_after"])
-        return Budgets(**data)
+        try:
+            return Budgets(**data)
+        except UsageError:
+            # Saved under the earlier, looser rule (a 0 limit): load it as saved, checked by that rule.
+            budgets = object.__new__(Budgets)
+            for f in fields(Budgets):
+                object.__setattr__(budgets, f.name, data.get(f.name, f.default))
+            budgets._check(saved=True)
+            return budgets
 
 
 @dataclass(slots=True)
@@ -169,6 +194,12 @@ def check_running(b: Budgets, s: Spent, now: datetime | None = None) -> Verdict:
         return Stop("DEADLINE", f"{s.active_s:.3f}s of active time used of {b.deadline_s}s")
     if b.not_after is not None and now is not None and now >= b.not_after:
         return Stop("DEADLINE", f"not_after {b.not_after.isoformat()} has passed")
+    return check_spend(b, s)
+
+
+def check_spend(b: Budgets, s: Spent) -> Verdict:
+    """Tokens and cost: what each model turn adds to, a final answer's turn too. Every trip ends
+    STOPPED with a reason code (issue 2 §5), so an answer that went over a budget is not a success."""
     if b.max_input_tokens is not None and s.input_tokens > b.max_input_tokens:
         return Stop("MAX_INPUT_TOKENS", f"{s.input_tokens} input tokens used of {b.max_input_tokens}")
     if b.max_output_tokens is not None and s.output_tokens > b.max_output_tokens:

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,6 +49,11 @@ def discard_awaitable(value: Any) -> bool:
 
 
 _VALID_RISKS = ("read", "write", "irreversible")
+# A name every provider accepts, as a ToolSpec may be offered through any adapter: OpenAI and Anthropic
+# take ^[a-zA-Z0-9_-]{1,64}$, Gemini the same but starting with a letter or an underscore. Refused here,
+# a bad name is a UsageError at startup rather than a provider's 400 on the first request.
+TOOL_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN[1:-1])
 # Fix: ``extra="forbid"`` on the top-level model does not reach nested models, whose unknown fields
 # pydantic silently dropped. Recent pydantic takes ``extra`` per validation call and applies it at
 # every depth; versions without that parameter keep the top-level-only behaviour.
@@ -129,12 +135,28 @@ class ToolSpec:
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise UsageError("ToolSpec.name must be a non-empty string")
+        if _TOOL_NAME.fullmatch(self.name) is None:
+            raise UsageError(
+                f"ToolSpec name {self.name!r} must match {TOOL_NAME_PATTERN} (letters, digits, _ and -, "
+                "at most 64, not starting with a digit or -): the tool names every provider accepts"
+            )
         if self.risk not in _VALID_RISKS:
             raise UsageError(f"ToolSpec {self.name!r}: risk must be one of {_VALID_RISKS}, not {self.risk!r}")
         if not (isinstance(self.params, type) and issubclass(self.params, BaseModel)):
             raise UsageError(f"ToolSpec {self.name!r}: params must be a pydantic BaseModel subclass")
-        if self.timeout_ms <= 0:
-            raise UsageError(f"ToolSpec {self.name!r}: timeout_ms must be positive")
+        for name, value, optional in (
+            ("timeout_ms", self.timeout_ms, False),
+            ("max_result_bytes", self.max_result_bytes, True),
+        ):
+            # An int >= 1: a float or bool used to pass, a string to raise TypeError, and 0 or less
+            # made every call time out or every result RESULT_TOO_LARGE (D11).
+            if optional and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                also = ", or None" if optional else ""
+                raise UsageError(
+                    f"ToolSpec {self.name!r}: {name} must be an integer >= 1{also}, not {value!r}"
+                )
         if not self.schema_version:
             raise UsageError(f"ToolSpec {self.name!r}: schema_version is required")
         for hook in ("requires_approval", "authorize", "intent_key", "redact"):

@@ -56,8 +56,13 @@ async def execute_step(runner: Runner, op: Operation) -> None:
         runner._stop(
             op,
             "OUTCOME_UNKNOWN",
-            "a write's outcome is unknown and could not be reconciled; check the downstream system "
-            "for these idempotency keys before resuming by hand",
+            # A STOPPED operation cannot be resumed, and no API settles a ledger entry: the human's
+            # part is the downstream system, and a new operation if work remains (docs/durability.md).
+            "a write's outcome is unknown and could not be reconciled, so this operation stopped; a "
+            "stopped operation cannot be resumed. Check the downstream system for these idempotency keys "
+            "and settle each effect there. The ledger keeps each key UNKNOWN: a later operation proposing "
+            "the same key goes through the tool's reconcile first and never re-runs it blindly (D16; "
+            "docs/durability.md, Idempotency). Then start a new operation if work remains",
             call_ids=[r.call_id for r in unknown],
             idempotency_keys=[r.idempotency_key for r in unknown],
             tools=[r.tool for r in unknown],

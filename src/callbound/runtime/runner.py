@@ -33,6 +33,7 @@ from ..core.guards import (
     Stop,
     check_before_model_request,
     check_running,
+    check_spend,
     settings_for_request,
 )
 from ..core.ids import IdSource, RandomIds
@@ -41,7 +42,7 @@ from ..core.model import ModelClient, RequestMeta
 from ..core.registry import Registry
 from ..core.snapshot import turn_to_dict
 from ..core.states import TERMINAL, State
-from ..core.types import ModelTurn, Progress, RawFailure, Transition
+from ..core.types import ModelTurn, Progress, Transition
 from ..stores.base import JournalRow, Store, StoredOperation
 from ..stores.memory import MemoryStore
 from .cancel import cancel
@@ -56,7 +57,7 @@ from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, pri
 from .planning import approvals_ready, plan
 from .pricing import required_price
 from .results import send_results
-from .retry import backoff_delay
+from .retry import backoff_delay, raised_turn
 from .tools import ToolExecutor
 
 log = logging.getLogger("callbound.runtime")
@@ -433,20 +434,8 @@ class Runner:
             )
         except (UsageError, StoreError):
             raise
-        except Exception as exc:
-            # D4: a model client reports failures as turns; one that raises anyway (an error type its
-            # transport does not map, a bug) is a failed request, retried like a broken connection,
-            # never a crash that leaves the operation half-way. Only the type is logged: messages of
-            # HTTP errors can carry URLs, and URLs can carry keys.
-            log.warning(
-                "operation %s: the model client raised %s.%s; treated as a failed connection",
-                op.operation_id,
-                type(exc).__module__,
-                type(exc).__name__,
-            )
-            failure = RawFailure("connection", body=f"the model client raised {type(exc).__name__}")
-            model = self.settings.get("model")
-            turn = self.adapter.map_error(failure, model=model if isinstance(model, str) else None)
+        except Exception as exc:  # D4: a failed request, never a crash half-way
+            turn = raised_turn(self.adapter, self.settings.get("model"), op.operation_id, exc)
         # The request's own time counts before any check below: a request that used up the deadline
         # must stop the operation before its calls run (D14).
         self._tick(op)
@@ -509,8 +498,12 @@ class Runner:
         op.retries = 0
         op.spent.model_turns += 1
         if v.target is State.COMPLETED:
-            op.text = turn.text
-            self._move(op, State.COMPLETED, "final_text", **ids)
+            op.text = turn.text  # kept either way: the answer came
+            over = check_spend(op.budgets, op.spent)  # its own tokens may trip a budget (issue 2 §5)
+            if isinstance(over, Stop):
+                self._stop(op, over.reason, over.detail, response_id=turn.response_id)
+            else:
+                self._move(op, State.COMPLETED, "final_text", **ids)
         elif v.target is State.VALIDATING:
             self._move(
                 op, State.VALIDATING, "tool_proposals", call_ids=[c.call_id for c in turn.calls], **ids

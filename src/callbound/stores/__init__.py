@@ -20,6 +20,7 @@ __all__ = [
 ]
 
 DEFAULT_URL = "sqlite:///callbound.db"
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def sqlite_path(url: str | None) -> str | None:
@@ -35,9 +36,17 @@ def sqlite_path(url: str | None) -> str | None:
 
 
 def missing_database(url: str | None) -> str | None:
-    """Why ``url`` names no database to read, or None. Only a SQLite file can be absent: opening one
-    creates it, so a mistyped path would read as an empty store (nothing listed, a clean audit) and
-    leave a stray file behind."""
+    """Why ``url`` names no database to read, or None. A SQLite file that does not exist, or a PostgreSQL
+    database without callbound's tables: opening either creates them, so a mistyped path or database
+    name would read as an empty store (nothing listed, a clean audit) and leave stray tables behind.
+    For PostgreSQL this connects and reads the catalog; a server it cannot reach gives None, and
+    opening the store then says why."""
+    if url is not None and url.startswith(_POSTGRES_SCHEMES):
+        try:
+            from .postgres import missing_schema
+        except ImportError:  # opening reports the missing extra
+            return None
+        return missing_schema(url)
     path = sqlite_path(url)
     if path is None or path == ":memory:" or os.path.exists(path):
         return None
@@ -51,8 +60,8 @@ def missing_database(url: str | None) -> str | None:
 def open(url: str | None, *, create: bool = True) -> Store:  # the documented name (D30)
     """Open a store by URL: ``memory:``, ``sqlite:///path`` (default ``./callbound.db``) or
     ``postgresql://...`` (needs the ``postgres`` extra). ``create=False`` refuses a SQLite file that
-    does not exist (``UsageError``) instead of creating an empty database: for callers that only read
-    or decide what is already stored."""
+    does not exist, or a PostgreSQL database without callbound's tables (``UsageError``), instead of
+    creating an empty store there: for callers that only read or decide what is already stored."""
     from ..core.errors import UsageError
 
     if url is None or url == "":
@@ -68,14 +77,14 @@ def open(url: str | None, *, create: bool = True) -> Store:  # the documented na
         if missing is not None:
             raise UsageError(missing)
         return SQLiteStore(sqlite_path(url) or "callbound.db")
-    if url.startswith(("postgresql://", "postgres://")):
+    if url.startswith(_POSTGRES_SCHEMES):
         try:
             from .postgres import PostgresStore
         except ImportError as exc:
             raise UsageError(
                 "PostgreSQL needs the postgres extra: pip install 'callbound[postgres]'"
             ) from exc
-        return PostgresStore(url)
+        return PostgresStore(url, create=create)
     raise UsageError(f"unknown store URL {url!r}; use sqlite:///path, postgresql://... or memory:")
 
 

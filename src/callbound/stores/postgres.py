@@ -32,6 +32,7 @@ from ..core.errors import (
     SchemaVersionError,
     StaleLease,
     StoreError,
+    UsageError,
 )
 from ..core.idempotency import LedgerEntry, claim_refused
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
@@ -162,11 +163,45 @@ def _describe(url: str) -> str:
     return f"{host}:{port}/{info.get('dbname') or info.get('user') or ''}"
 
 
+def no_schema(where: str) -> str:
+    """Why a database without callbound's tables is not opened to read (``create=False``): an empty
+    database read as a store lists nothing and verifies clean, so a mistyped database name would pass
+    for an empty store (and, opened to write, get callbound's tables)."""
+    return (
+        f"no callbound tables in the PostgreSQL database at {where} (nothing was created): check the "
+        "--store URL (database name, and search_path if set); the tables are created by the commands "
+        "that start work there (callbound demo, run, worker) or by callbound.stores.open(url) in code"
+    )
+
+
+def missing_schema(url: str, *, connect_timeout_s: int = 10) -> str | None:
+    """``no_schema`` for the database at ``url`` when it holds no callbound tables, else None. Only
+    reads (the catalog, and the meta table if there is one). A database that cannot be reached or read gives None: opening it reports why,
+    with the opening's own message."""
+    try:
+        with psycopg.connect(
+            url, autocommit=True, connect_timeout=connect_timeout_s, application_name="callbound"
+        ) as conn:
+            found = PostgresStore._read_version(conn)
+    except psycopg.Error:
+        return None
+    return no_schema(_describe(url)) if found == 0 else None
+
+
 class PostgresStore:
     """A durable store in PostgreSQL. Tables live in the first schema of the connection's
     ``search_path``; point it elsewhere with ``?options=-csearch_path%3Dmyschema`` in the URL."""
 
-    def __init__(self, url: str, *, connect_timeout_s: int = 10, application_name: str = "callbound") -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = True,
+        connect_timeout_s: int = 10,
+        application_name: str = "callbound",
+    ) -> None:
+        """``create=False`` refuses (``UsageError``) a database that holds no callbound tables instead of
+        creating them: for callers that only read or decide what is already stored."""
         self._url = url
         self._where = _describe(url)
         self._connect_kwargs: dict[str, Any] = {
@@ -178,7 +213,7 @@ class PostgresStore:
         self._closed = False
         self._conn = self._connect()
         try:
-            self._open()
+            self._open(create)
         except BaseException:
             self._conn.close()
             raise
@@ -202,7 +237,7 @@ class PostgresStore:
             self._conn = self._connect()
         return self._conn
 
-    def _open(self) -> None:
+    def _open(self, create: bool) -> None:
         check_migrations(POSTGRES_MIGRATIONS)
         conn = self._conn
         with self._errors("opening"):
@@ -211,6 +246,10 @@ class PostgresStore:
                 return
             if found > DB_SCHEMA_VERSION:
                 raise SchemaVersionError(newer_than_code(found, f"the PostgreSQL database at {self._where}"))
+            # Checked before the lock and the migrating transaction, so nothing is written. An older
+            # callbound schema is still migrated, as an existing SQLite file is: it is a store.
+            if found == 0 and not create:
+                raise UsageError(no_schema(self._where))
             # One migrator per schema at a time. A session lock, taken before the migrating transaction
             # begins: a transaction that began earlier could still see "no tables" in its catalog cache.
             key_row = conn.execute(
