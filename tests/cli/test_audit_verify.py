@@ -184,3 +184,29 @@ def test_tampered_ledger_result_is_named(completed: tuple[Path, str, str], tmp_p
     r = cli("audit", "verify", op, "--store", store, cwd=tmp_path)
     assert r.returncode == 1
     assert f"ledger {key}" in r.stderr and "recorded result differs" in r.stderr
+
+
+def test_an_operation_a_newer_callbound_wrote_is_unreadable_not_tampered(
+    completed: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """D19, D28: verify cannot read it, which is exit 2 (unreadable input), not tampering (exit 1);
+    tampering found in another operation still exits 1."""
+    db, store, op = completed
+    r = cli("demo", "refund", "--approve", "--json", "--store", store, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    other = json.loads(r.stdout)["operation_id"]
+    with sqlite3.connect(db) as conn:
+        head = _head(conn, op)
+        head["snapshot_version"] = int(str(head["snapshot_version"])) + 1
+        conn.execute("UPDATE operations SET head = ? WHERE operation_id = ?", (json.dumps(head), op))
+    for args in ((), (op,)):
+        r = cli("audit", "verify", *args, "--store", store, cwd=tmp_path)
+        assert r.returncode == 2, r.stderr
+        assert "TAMPERED" not in r.stderr and "newer callbound" in r.stderr and op in r.stderr
+    with sqlite3.connect(db) as conn:
+        head = _head(conn, other)
+        head["text"] = "Refund of 1,000,000 approved."
+        conn.execute("UPDATE operations SET head = ? WHERE operation_id = ?", (json.dumps(head), other))
+    r = cli("audit", "verify", "--store", store, cwd=tmp_path)
+    assert r.returncode == 1
+    assert f"TAMPERED operation {other}" in r.stderr and "newer callbound" in r.stderr

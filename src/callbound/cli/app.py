@@ -55,7 +55,7 @@ def _open(url: str, *, create: bool = True, wanted: str | None = None) -> Any:
     if missing is not None:
         raise _fail(f"no {wanted} in this store: {missing}" if wanted else missing)
     try:
-        return stores.open(url)
+        return stores.open(url, create=create)  # refuses too, should the database go meanwhile
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
 
@@ -475,13 +475,20 @@ def audit_verify(
         # nothing of it anywhere: a wrong id, not tampering (an operation row deleted under its chain is)
         raise _fail(f"no operation {operation_id!r} in this store")
     key = os.environ.get("CALLBOUND_AUDIT_KEY")
-    problems = verify_store(st, operation_id, key.encode() if key else None)
+    found = verify_store(st, operation_id, key.encode() if key else None)
+    problems = [p for p in found if not p.unreadable]
+    # D19, D28: an operation a newer callbound wrote is unreadable input (exit 2), not tampering;
+    # tampering found in another operation still decides the exit code (1)
+    unreadable = [p for p in found if p.unreadable]
     if problems:
         p = problems[0]
         err.print(f"[red]TAMPERED[/red] operation {p.operation_id}, {p.where}: {p.why}", highlight=False)
         for q in problems[1:]:
             err.print(f"  also: operation {q.operation_id}, {q.where}: {q.why}", highlight=False)
-        raise typer.Exit(1)
+    for q in unreadable:
+        err.print(f"[yellow]cannot verify[/yellow] operation {q.operation_id}: {q.why}", highlight=False)
+    if found:
+        raise typer.Exit(1 if problems else 2)
     n = 1 if operation_id else len(st.list_operations(limit=1_000_000))
     out.print(f"audit verified: {n} operation(s), chains and bindings intact")
 

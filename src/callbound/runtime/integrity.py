@@ -15,21 +15,29 @@ results, the runtime audits:
 
 ``problems`` compares a loaded operation with those entries, so an edit of the database between two
 commits (a pending write's arguments, a result or transcript item the model will read, the tools
-offered, the budgets) is found before any handler runs or any request is sent. Without ``CALLBOUND_AUDIT_KEY`` a
+offered, the budgets) is found before any handler runs or any request is sent. It also holds the
+operation row's state, reason, escalation and text to the chain's last transition and escalation
+(an edited state would revive a finished operation), the journal's transitions to the chain's, and
+the chain's transitions to the table (D2); ``approval_problems`` holds approval rows to their
+``approval_requested`` and ``approval_resolved`` entries. Turns are paired with the chain's in
+order, never by response id: providers may repeat one in every turn. Without ``CALLBOUND_AUDIT_KEY`` a
 writer who also recomputes the chain gets through (D20: naive edits only); with it, they do not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
-from ..core.audit import AuditEvent, audit_entries, items_digest, verify_chain
+from ..core.approvals import PendingApproval
+from ..core.audit import AuditEntry, AuditEvent, audit_entries, items_digest, verify_chain
 from ..core.canonical import sha256_hex
 from ..core.errors import StaleLease, UsageError
-from ..core.states import TERMINAL, State
-from ..core.types import ModelTurn
+from ..core.states import INITIAL, TERMINAL, TRANSITIONS, State
+from ..core.types import ModelTurn, Transition
 from .operation import CallRecord, CurrentTurn, Operation
 from .results import call_arguments_json
 
@@ -108,44 +116,113 @@ def chain_fault(events: Sequence[AuditEvent], head: dict[str, Any], key: bytes |
     return None
 
 
-def problems(
-    op: Operation, events: Sequence[AuditEvent], turns: dict[str, ModelTurn] | None = None
-) -> list[Problem]:
-    """Where the operation differs from what its audit chain records. ``turns``: every stored model
-    turn by response id (``audit verify`` passes them; a resume checks the turn under work only)."""
-    entries = audit_entries(events)
-    created = next((e.data for e in entries if e.kind == "created"), None)
-    if created is None or created.get("digests") != DIGESTS_VERSION:
-        return []  # saved before these entries existed: the chain is all there is to check
-    out: list[Problem] = []
-    out += _created_problems(op, created)
-    transcripts: list[Any] = []
-    plans: dict[Any, Any] = {}
+@dataclass(slots=True)
+class AuditedTurn:
+    """One model turn as the chain records it, with the plan and results the chain holds for it.
+    Turns are kept in order, not keyed by response id: a provider may repeat an id in every turn (an
+    OpenAI-compatible server answering ``chatcmpl-1``), and only the order says which plan and which
+    results belong to which turn."""
+
+    response_id: Any
+    raw_sha256: Any
+    finish: Any
+    plan: Any = None
+    planned: bool = False
+    # (response id, call id) -> binding: "sealed" and "result" entries, as a resume checks them
+    bindings: dict[tuple[Any, Any], Any] = field(default_factory=dict)
+    # (response id, call id) -> the "result" entry, as `audit verify` checks the journal's results
+    results: dict[tuple[Any, Any], dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class AuditedChain:
+    """What a chain records, read once for all the checks below."""
+
+    created: dict[str, Any] | None = None
+    turns: list[AuditedTurn] = field(default_factory=list)
+    stray_results: dict[tuple[Any, Any], dict[str, Any]] = field(default_factory=dict)  # before any turn
+    transcripts: list[Any] = field(default_factory=list)
+    transitions: list[AuditEntry] = field(default_factory=list)
+    escalation: dict[str, Any] | None = None  # the last one: the one the operation ended with
+    requested: dict[Any, dict[str, Any]] = field(default_factory=dict)  # approval id -> entry data
+    resolved: dict[Any, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def digests(self) -> bool:
+        return self.created is not None and self.created.get("digests") == DIGESTS_VERSION
+
+
+def read_chain(events: Sequence[AuditEvent]) -> AuditedChain:
+    chain = AuditedChain()
     for ev in events:
-        if ev.kind == "commit":
-            if "transcript" in ev.data:
-                transcripts.append(ev.data["transcript"])
-            plan = ev.data.get("plan")
-            if isinstance(plan, list) and len(plan) == 2:
-                plans[plan[0]] = plan[1]
-    out += _items_problems(op.transcript, transcripts)
-    raws: dict[Any, Any] = {}
-    bindings: dict[tuple[Any, Any], Any] = {}
-    for e in entries:
-        if e.kind == "model_turn":
-            raws[e.data.get("response_id")] = e.data.get("raw_sha256")
-        elif e.kind in ("sealed", "result"):
-            bindings[(e.data.get("response_id"), e.data.get("call_id"))] = e.data.get("call_binding_sha256")
+        for e in audit_entries([ev]):
+            _take(chain, e)
+        if ev.kind != "commit":
+            continue
+        if "transcript" in ev.data:
+            chain.transcripts.append(ev.data["transcript"])
+        plan = ev.data.get("plan")
+        if isinstance(plan, list) and len(plan) == 2:
+            # the plan sits on the link of the commit holding its turn: the latest turn of that id
+            for turn in reversed(chain.turns):
+                if turn.response_id == plan[0]:
+                    turn.plan, turn.planned = plan[1], True
+                    break
+    return chain
+
+
+def _take(chain: AuditedChain, e: AuditEntry) -> None:
+    d, kind = e.data, e.kind
+    if kind == "created" and chain.created is None:
+        chain.created = d
+    elif kind == "model_turn":
+        chain.turns.append(AuditedTurn(d.get("response_id"), d.get("raw_sha256"), d.get("finish")))
+    elif kind in ("sealed", "result"):
+        key = (d.get("response_id"), d.get("call_id"))
+        turn = chain.turns[-1] if chain.turns else None
+        if turn is not None:
+            turn.bindings[key] = d.get("call_binding_sha256")
+        if kind == "result":
+            (turn.results if turn is not None else chain.stray_results)[key] = d
+    elif kind == "transition":
+        chain.transitions.append(e)
+    elif kind == "escalation":
+        chain.escalation = d
+    elif kind == "approval_requested":
+        chain.requested[d.get("approval_id")] = d
+    elif kind == "approval_resolved":
+        chain.resolved[d.get("approval_id")] = d
+
+
+def problems(op: Operation, chain: AuditedChain, turns: Sequence[ModelTurn] | None = None) -> list[Problem]:
+    """Where the operation differs from what its audit chain records. ``turns``: every stored model
+    turn in journal order (``audit verify`` passes them; a resume checks the turn under work only)."""
+    if not chain.digests:
+        return []  # saved before these entries existed: the chain is all there is to check
+    assert chain.created is not None
+    out: list[Problem] = []
+    out += _created_problems(op, chain.created)
+    out += _items_problems(op.transcript, chain.transcripts)
+    out += _head_problems(op, chain, turns)
+    out += _history_problems(op.machine.history, chain.transitions)
+    out += _table_problems(chain.transitions)
     if op.current is not None:
-        out += _current_problems(op.current, plans, raws, bindings)
+        out += _current_problems(op.current, chain.turns[-1] if chain.turns else None)
     last = op.last_turn  # previous_response_id continues from it
-    if last is not None and raws.get(last.response_id) != last.raw_sha256:
-        out.append(Problem(f"model turn {last.response_id}", "differs from the audited model turn"))
-    for rid, turn in (turns or {}).items():
-        if rid in plans and _turn_plan_digest(turn) != plans[rid]:
-            out.append(
-                Problem(f"model turn {rid}", "its calls (tool or arguments) differ from the audited plan")
-            )
+    if last is not None:
+        continued = [t for t in chain.turns if t.finish in ("TOOL_PROPOSALS", "CONTINUE")]
+        audited = continued[-1] if continued else None
+        if audited is None or (audited.response_id, audited.raw_sha256) != (
+            last.response_id,
+            last.raw_sha256,
+        ):
+            out.append(Problem(f"model turn {last.response_id}", "differs from the audited model turn"))
+    for turn, audited in zip(turns or (), chain.turns, strict=False):
+        # a turn paired with another (an id or raw digest differs) is named by `audit verify` itself
+        paired = audited.planned and audited.response_id == turn.response_id
+        if paired and _turn_plan_digest(turn) != audited.plan:
+            where = f"model turn {turn.response_id}"
+            out.append(Problem(where, "its calls (tool or arguments) differ from the audited plan"))
     return out
 
 
@@ -163,6 +240,142 @@ def _created_problems(op: Operation, created: dict[str, Any]) -> list[Problem]:
         out.append(Problem("operation", "its budgets differ from the audited ones"))
     if created.get("settings_sha256") != items_digest([op.settings]):
         out.append(Problem("operation", "its model settings differ from the audited ones"))
+    return out
+
+
+def _head_problems(op: Operation, chain: AuditedChain, turns: Sequence[ModelTurn] | None) -> list[Problem]:
+    """The operation row's state, reason, escalation and text against what the chain says they are:
+    the state its last transition moved to, that move's reason (set by every terminal move, by
+    nothing else), the escalation it ended with, and the text of the turn that ended it. An edited
+    state would otherwise revive a finished operation, or report a success it never had."""
+    out = []
+    last = chain.transitions[-1].data if chain.transitions else None
+    state = INITIAL.value if last is None else last.get("state")
+    if op.state.value != state:
+        out.append(Problem("operation", f"its state {op.state.value} differs from the audited one ({state})"))
+    ended = isinstance(state, str) and state in TERMINAL
+    reason = last.get("reason") if last is not None and ended else None
+    if op.reason != reason:
+        out.append(
+            Problem("operation", f"its reason {op.reason!r} differs from the audited one ({reason!r})")
+        )
+    if items_digest([op.escalation]) != items_digest([chain.escalation]):
+        out.append(Problem("operation", "its escalation record differs from the audited one"))
+    text: Any = None
+    refusal: Any = None
+    if ended and last is not None and "response_id" in last:
+        # ended by a model turn (a final text, a refusal, a truncation, a failure): the runtime
+        # copies that turn's text; a stop (a guard, a cancel) copies none
+        if turns is None or not turns:
+            return out  # not loaded: a resume never gets here, it refuses a finished operation
+        turn = turns[-1]
+        text = turn.text if state == State.COMPLETED else (turn.text or None)
+        refusal = None if state == State.COMPLETED else turn.refusal
+    if op.text != text:
+        what = "final text" if state == State.COMPLETED else "text"
+        out.append(Problem("operation", f"its {what} differs from the last model turn's"))
+    if op.refusal != refusal:
+        out.append(Problem("operation", "its refusal differs from the last model turn's"))
+    return out
+
+
+def _history_problems(history: Sequence[Transition], audited: Sequence[AuditEntry]) -> list[Problem]:
+    """The journal's transitions (``Outcome.history``) against the chain's, in order. The first is the
+    creation, which the chain records as ``created``. Only the first difference is named: a row
+    deleted or added shifts every later one."""
+    first = history[0] if history else None
+    if first is None or (first.state, first.cause) != (INITIAL.value, "created"):
+        return [Problem("transition 0", "the journal does not start with the operation's creation")]
+    for n, (t, e) in enumerate(zip_longest(history[1:], audited), start=1):
+        if t is None:
+            assert e is not None
+            return [
+                Problem(f"transition {n} ({e.data.get('state')})", "audited but missing from the journal")
+            ]
+        where = f"transition {n} ({t.state})"
+        if e is None:
+            return [Problem(where, "in the journal but not in the audit chain (added)")]
+        details = {k: v for k, v in e.data.items() if k not in ("state", "cause")}
+        if (
+            (e.data.get("state"), e.data.get("cause")) != (t.state, t.cause)
+            or not _same_time(e.at, t.at)
+            or items_digest([details]) != items_digest([t.details])
+        ):
+            counts = (len(history) - 1, len(audited))
+            more = (
+                "" if counts[0] == counts[1] else " (the journal holds {} after the creation, the chain {})"
+            )
+            return [Problem(where, "differs from the audited transition" + more.format(*counts))]
+    return []
+
+
+def _same_time(iso: str, at: datetime) -> bool:
+    return _time(iso) == at
+
+
+def _time(iso: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(iso) if isinstance(iso, str) else None
+    except ValueError:
+        return None
+
+
+def _table_problems(audited: Sequence[AuditEntry]) -> list[Problem]:
+    """D2: the chain's own moves follow the transition table. A move out of a finished state means
+    the operation was driven on after it ended (its row revived by an edit)."""
+    out: list[Problem] = []
+    prev = INITIAL
+    for e in audited:
+        raw = e.data.get("state")
+        target = State._value2member_map_.get(raw) if isinstance(raw, str) else None
+        if not isinstance(target, State):
+            return [*out, Problem(f"audit seq {e.seq}", f"records a move to {raw!r}, which is no state")]
+        if target not in TRANSITIONS[prev]:
+            why = (
+                f"records the move {prev.value} -> {target.value}, which the transition table does not allow"
+            )
+            out.append(Problem(f"audit seq {e.seq}", why))
+        prev = target
+    return out
+
+
+def approval_problems(
+    chain: AuditedChain, approvals: Iterable[PendingApproval], *, before_run: bool = False
+) -> list[Problem]:
+    """Approval rows against the chain: the call, digest and expiry asked for (``approval_requested``)
+    and, once a resume acted on it, the decision (``approval_resolved``). A decision recorded since
+    the last resume is not in the chain yet: nothing vouches for it until a resume audits it.
+
+    ``before_run``: a resume holds the expiry only to not being later than audited. A later one would
+    let a decision made after the real expiry run the call (D17); an earlier one only withholds it,
+    as the resume's own re-validation does for an edited digest (APPROVAL_STALE)."""
+    if not chain.digests:
+        return []
+    out = []
+    for a in approvals:
+        where = f"approval {a.approval_id}"
+        asked = chain.requested.get(a.approval_id)
+        if asked is None:
+            out.append(Problem(where, "in the store but not in the audit chain (added)"))
+            continue
+        if (asked.get("call_id"), asked.get("tool"), asked.get("argument_digest")) != (
+            a.call_id,
+            a.tool,
+            a.argument_digest,
+        ):
+            out.append(Problem(where, "its call, tool or argument digest differs from the audited request"))
+        expires = _time(asked.get("expires_at"))
+        if expires is None or (a.expires_at > expires if before_run else a.expires_at != expires):
+            out.append(Problem(where, "its expiry differs from the audited request"))
+        decided = chain.resolved.get(a.approval_id)
+        if decided is None:
+            continue
+        said = decided.get("status")
+        # undecided when a resume resolved it on expiry: withdrawn in that same commit
+        if a.status != ("withdrawn" if said == "pending" else said):
+            out.append(Problem(where, f"its status {a.status} differs from the audited decision ({said})"))
+        elif said != "pending" and a.approver != decided.get("approver"):
+            out.append(Problem(where, "its approver differs from the audited decision"))
     return out
 
 
@@ -186,33 +399,41 @@ def _items_problems(transcript: list[Any], audited: list[Any]) -> list[Problem]:
     return out
 
 
-def _current_problems(
-    current: CurrentTurn,
-    plans: dict[Any, Any],
-    raws: dict[Any, Any],
-    bindings: dict[tuple[Any, Any], Any],
-) -> list[Problem]:
+def _current_problems(current: CurrentTurn, audited: AuditedTurn | None) -> list[Problem]:
+    """The turn under work is the chain's last model turn: nothing asks the model again before its
+    results are sent."""
     turn = current.turn
     where = f"turn under work {turn.response_id}"
-    if raws.get(turn.response_id) != turn.raw_sha256:
+    if audited is None or (audited.response_id, audited.raw_sha256) != (turn.response_id, turn.raw_sha256):
         return [Problem(where, "differs from the audited model turn")]
-    if turn.response_id not in plans:
+    if not audited.planned:
         return [Problem(where, "no audited plan holds its calls")]
-    audited = plans[turn.response_id]
-    if audited != plan_digest(current.records) or audited != _turn_plan_digest(turn):
+    if audited.plan != plan_digest(current.records) or audited.plan != _turn_plan_digest(turn):
         return [Problem(where, "its calls (tool or arguments) differ from the audited plan")]
     out: list[Problem] = []
     for rec in current.records:
         if rec.envelope is None:
             continue
         binding = rec.envelope.get("protected_audit", {}).get("call_binding_sha256")
-        if bindings.get((rec.response_id, rec.call_id)) != binding:
+        if audited.bindings.get((rec.response_id, rec.call_id)) != binding:
             out.append(
                 Problem(
                     f"result {rec.call_id} (response {rec.response_id})",
                     "a saved result that the audit chain does not record",
                 )
             )
+    return out
+
+
+def resume_problems(runner: Runner, op: Operation, events: Sequence[AuditEvent]) -> list[Problem]:
+    """What a resume checks: the operation, and the approvals of its turn under work (their expiry
+    decides whether an approved call runs)."""
+    chain = read_chain(events)
+    out = problems(op, chain)
+    if op.current is not None and chain.digests:
+        ids = [r.approval_id for r in op.current.records if r.approval_id is not None]
+        asked = [a for a in map(runner.store.get_approval, ids) if a is not None]
+        out += approval_problems(chain, asked, before_run=True)
     return out
 
 
@@ -249,7 +470,7 @@ async def load_to_drive(
     found = (
         [f"{fault.where}: {fault.why}"]
         if fault is not None
-        else [f"{p.where}: {p.why}" for p in problems(op, events)]
+        else [f"{p.where}: {p.why}" for p in resume_problems(runner, op, events)]
     )
     if not found:
         return op, None

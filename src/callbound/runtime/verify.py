@@ -9,17 +9,18 @@ recomputation. Changing any stored audit row or result makes verification name t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any
 
-from ..core.audit import audit_entries, verify_chain
+from ..core.audit import verify_chain
 from ..core.binding import TrustedCall, compute_binding, request_sha256
 from ..core.canonical import canonical_json, canonical_sha256
 from ..core.errors import CanonicalizationError
 from ..core.idempotency import LedgerEntry, LedgerStatus
-from ..core.snapshot import turn_from_dict
+from ..core.snapshot import SNAPSHOT_VERSION, turn_from_dict
 from ..core.types import ModelTurn
 from ..stores.base import Store
-from .integrity import chain_fault
+from .integrity import AuditedTurn, approval_problems, chain_fault, read_chain
 from .integrity import problems as digest_problems
 from .operation import Operation
 
@@ -29,6 +30,9 @@ class Problem:
     operation_id: str
     where: str  # "audit seq 7", "result call_1 (response resp_1)"
     why: str
+    # Not a finding of tampering: the operation was written by a newer callbound, which this version
+    # cannot read (D19); `audit verify` exits 2 for it unless something else is tampered (D28).
+    unreadable: bool = False
 
 
 # Effects of a result after which its intent is done for good: the ledger entry must be SUCCEEDED.
@@ -55,135 +59,196 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
         problems.append(Problem(operation_id, "operation", "missing from the store"))
         return problems
     head = stored.head
+    newer = _newer_version(head)
+    if newer is not None:
+        # D19: written by a newer callbound, whose rows (and chain entries) this code cannot read.
+        # Not tampering: say so, and check nothing (its format may differ in ways read here as edits).
+        why = (
+            f"saved by a newer callbound (snapshot_version {newer}, this version reads up to "
+            f"{SNAPSHOT_VERSION}): upgrade callbound to verify it"
+        )
+        return [Problem(operation_id, "operation", why, unreadable=True)]
     fault = chain_fault(events, head, key)
     if fault is not None:
         problems.append(Problem(operation_id, fault.where, fault.why))
-    recorded = {
-        (e.data.get("response_id"), e.data.get("call_id")): e.data
-        for e in audit_entries(events)
-        if e.kind == "result"
-    }
-    calls: dict[tuple[str, str], Any] = {}
-    turns: dict[str, ModelTurn] = {}
-    stored_results: set[tuple[str, str]] = set()
+    chain = read_chain(events)
+    # The journal's turns in order, each with the envelopes of its "results" rows. Turns are paired
+    # with the chain's by position, not by response id: a provider may repeat an id in every turn.
+    segments: list[tuple[ModelTurn, list[Any]]] = []
+    for row in stored.journal:
+        if row.kind == "turn":
+            segments.append((turn_from_dict(row.data["turn"]), []))
+        elif row.kind == "results":
+            envelopes = [e for e in row.data.get("envelopes", []) if e is not None]
+            if segments:
+                segments[-1][1].extend(envelopes)
+            else:
+                for env in envelopes:
+                    where = f"result {env['call_id']} (response {env['response_id']})"
+                    problems.append(Problem(operation_id, where, "no stored model turn proposed this call"))
     # (key, replayed) -> result digests of this operation's envelopes carrying that key
     ledger_results: dict[tuple[str, bool], set[Any]] = {}
     ledger_entries: dict[str, LedgerEntry] = {}
-    last_turn: ModelTurn | None = None
-    for row in stored.journal:
-        if row.kind == "turn":
-            stored_turn = turn_from_dict(row.data["turn"])
-            turns[stored_turn.response_id] = stored_turn
-            last_turn = stored_turn
-            for c in stored_turn.calls:
-                calls.setdefault((c.response_id, c.call_id), c)
-        elif row.kind == "results":
-            for env in row.data.get("envelopes", []):
-                if env is None:
-                    continue
-                rid, cid = env["response_id"], env["call_id"]
-                where = f"result {cid} (response {rid})"
-                call = calls.get((rid, cid))
-                turn = turns.get(rid)
-                p = env["protected_audit"]
-                if call is None or turn is None:
-                    problems.append(Problem(operation_id, where, "no stored model turn proposed this call"))
-                    continue
-                ledger_key = p.get("idempotency_key")
-                effect = p.get("effect", "none")
-                # Calls that never reached the ledger (denied, expired, stale, refused as repeats,
-                # IN_PROGRESS elsewhere) have no entry of their own to check (as results.ledger_key).
-                if ledger_key is not None and effect != "none":
-                    entry = store.ledger_get(head["tenant"], ledger_key)
-                    if entry is None:
-                        problems.append(Problem(operation_id, where, "idempotency key is not in the ledger"))
-                    elif effect in _DONE and entry.status is not LedgerStatus.SUCCEEDED:
-                        # an effect that happened can only be SUCCEEDED (nothing overwrites that): an entry
-                        # set back would let the next proposal of the intent run it again
-                        problems.append(
-                            Problem(
-                                operation_id,
-                                f"ledger {ledger_key}",
-                                f"the result says the effect was {effect} but the ledger says {entry.status.value}",
-                            )
-                        )
-                    elif entry.status is LedgerStatus.SUCCEEDED and entry.result is not None:
-                        replayed = effect == "replayed"
-                        if replayed or entry.operation_id == operation_id:
-                            ledger_results.setdefault((ledger_key, replayed), set()).add(
-                                p.get("result_sha256")
-                            )
-                            ledger_entries[ledger_key] = entry
-                trusted = TrustedCall(
-                    provider=turn.provenance.provider,
-                    api=turn.api,
-                    adapter_revision=turn.provenance.adapter_revision,
-                    response_id=rid,
-                    call_id=cid,
-                    tool=call.name,
-                    arguments_json=_args_json(call.arguments),
-                    operation_id=head["operation_id"],
-                    tenant=head["tenant"],
-                    subject=head["subject"],
-                    handler=p.get("handler", "-"),
-                    schema_version=p.get("schema_version", "-"),
-                    policy_revision=p.get("policy_revision", "-"),
-                    idempotency_key=ledger_key,
-                    effect=p.get("effect", "none"),
-                    producer=p.get("producer", "callbound"),
-                )
-                want = compute_binding(trusted, env["model_result"])
-                if canonical_sha256(env["model_result"]) != p.get("result_sha256"):
-                    problems.append(
-                        Problem(operation_id, where, "stored result does not match its result_sha256")
-                    )
-                elif request_sha256(trusted.arguments_json) != p.get("request_sha256"):
-                    problems.append(Problem(operation_id, where, "arguments differ from the proposed call"))
-                elif want != p.get("call_binding_sha256"):
-                    problems.append(
-                        Problem(operation_id, where, "binding does not match its trusted context")
-                    )
-                audit = recorded.get((rid, cid))
-                if audit is None or audit.get("call_binding_sha256") != want:
-                    problems.append(Problem(operation_id, where, "audit chain does not record this binding"))
-                stored_results.add((rid, cid))
-    problems.extend(_ledger_problems(operation_id, ledger_entries, ledger_results))
-    for rid, cid in recorded:
-        if (rid, cid) not in stored_results:
+    for n, (turn, envelopes) in enumerate(segments):
+        audited = chain.turns[n] if n < len(chain.turns) else None
+        recorded = audited.results if audited is not None else {}
+        calls: dict[tuple[str, str], Any] = {}
+        for c in turn.calls:
+            calls.setdefault((c.response_id, c.call_id), c)  # the first of a repeated id (D7)
+        stored_results: set[tuple[str, str]] = set()
+        for env in envelopes:
+            rid, cid = env["response_id"], env["call_id"]
             where = f"result {cid} (response {rid})"
-            problems.append(
-                Problem(operation_id, where, "the audit chain records it but the journal has no result")
-            )
-    entries = audit_entries(events)
-    audited_turns = {e.data.get("response_id"): e.data for e in entries if e.kind == "model_turn"}
-    for rid, data in audited_turns.items():
-        turn = turns.get(rid) if isinstance(rid, str) else None
-        if turn is None:
-            problems.append(
-                Problem(operation_id, f"model turn {rid}", "audited but missing from the journal")
-            )
-        elif turn.raw_sha256 != data.get("raw_sha256"):
-            problems.append(
-                Problem(operation_id, f"model turn {rid}", "differs from the audited raw response")
-            )
-    for rid in turns:
-        if rid not in audited_turns:
-            problems.append(
-                Problem(operation_id, f"model turn {rid}", "in the journal but not in the audit chain")
-            )
-    # D20: the plan, transcript, saved results and offered tools against their audited digests
+            call = calls.get((rid, cid))
+            if call is None:
+                problems.append(Problem(operation_id, where, "no stored model turn proposed this call"))
+                continue
+            found = _envelope_problems(store, head, turn, call, env, ledger_results, ledger_entries)
+            audit = recorded.get((rid, cid))
+            if audit is None or audit.get("call_binding_sha256") != found.binding:
+                found.whys.append((where, "audit chain does not record this binding"))
+            problems.extend(Problem(operation_id, w or where, why) for w, why in found.whys)
+            stored_results.add((rid, cid))
+        problems.extend(_unsaved(operation_id, recorded, stored_results))
+    problems.extend(_ledger_problems(operation_id, ledger_entries, ledger_results))
+    for audited in chain.turns[len(segments) :]:
+        problems.extend(_unsaved(operation_id, audited.results, set()))
+    problems.extend(_unsaved(operation_id, chain.stray_results, set()))
+    problems.extend(_turn_problems(operation_id, [t for t, _ in segments], chain.turns))
+    # D20: the plan, transcript, saved results, offered tools, state, history and approvals against
+    # what the chain records of them
     try:
         op = Operation.from_stored(stored, events[-1] if events else None)
     except Exception as exc:  # an edited row may not even load; that is a finding, not a crash
         problems.append(Problem(operation_id, "operation", f"its row cannot be loaded ({exc!r})"))
     else:
-        for p in digest_problems(op, events, turns):
-            problems.append(Problem(operation_id, p.where, p.why))
-    if last_turn is not None and head.get("state") == "COMPLETED" and head.get("text") != last_turn.text:
+        approvals = store.list_approvals(operation_id=operation_id, status=None, limit=1_000_000)
+        held = digest_problems(op, chain, [t for t, _ in segments]) + approval_problems(chain, approvals)
+        problems.extend(Problem(operation_id, p.where, p.why) for p in held)
+        if chain.digests:
+            asked = {a.approval_id for a in approvals}
+            for aid in chain.requested:
+                if aid not in asked:
+                    where = f"approval {aid}"
+                    problems.append(Problem(operation_id, where, "audited but missing from the store"))
+    last_turn = segments[-1][0] if segments else None
+    if (
+        not chain.digests  # with digests, the row's text is held to the chain's last transition
+        and last_turn is not None
+        and head.get("state") == "COMPLETED"
+        and head.get("text") != last_turn.text
+    ):
         problems.append(
             Problem(operation_id, "operation", "its final text differs from the last model turn's")
         )
     return problems
+
+
+@dataclass(slots=True)
+class _Found:
+    binding: str  # the binding recomputed from the trusted sources
+    whys: list[tuple[str | None, str]]  # (where, or None for the result itself; why)
+
+
+def _envelope_problems(
+    store: Store,
+    head: dict[str, Any],
+    turn: ModelTurn,
+    call: Any,
+    env: dict[str, Any],
+    ledger_results: dict[tuple[str, bool], set[Any]],
+    ledger_entries: dict[str, LedgerEntry],
+) -> _Found:
+    """One saved result against its call, the operation row and the ledger (D10); collects the ledger
+    entries of the operation's results for ``_ledger_problems``."""
+    whys: list[tuple[str | None, str]] = []
+    p = env["protected_audit"]
+    ledger_key = p.get("idempotency_key")
+    effect = p.get("effect", "none")
+    # Calls that never reached the ledger (denied, expired, stale, refused as repeats, IN_PROGRESS
+    # elsewhere) have no entry of their own to check (as results.ledger_key).
+    if ledger_key is not None and effect != "none":
+        entry = store.ledger_get(head["tenant"], ledger_key)
+        if entry is None:
+            whys.append((None, "idempotency key is not in the ledger"))
+        elif effect in _DONE and entry.status is not LedgerStatus.SUCCEEDED:
+            # an effect that happened can only be SUCCEEDED (nothing overwrites that): an entry set
+            # back would let the next proposal of the intent run it again
+            why = f"the result says the effect was {effect} but the ledger says {entry.status.value}"
+            whys.append((f"ledger {ledger_key}", why))
+        elif entry.status is LedgerStatus.SUCCEEDED and entry.result is not None:
+            replayed = effect == "replayed"
+            if replayed or entry.operation_id == head["operation_id"]:
+                ledger_results.setdefault((ledger_key, replayed), set()).add(p.get("result_sha256"))
+                ledger_entries[ledger_key] = entry
+    trusted = TrustedCall(
+        provider=turn.provenance.provider,
+        api=turn.api,
+        adapter_revision=turn.provenance.adapter_revision,
+        response_id=env["response_id"],
+        call_id=env["call_id"],
+        tool=call.name,
+        arguments_json=_args_json(call.arguments),
+        operation_id=head["operation_id"],
+        tenant=head["tenant"],
+        subject=head["subject"],
+        handler=p.get("handler", "-"),
+        schema_version=p.get("schema_version", "-"),
+        policy_revision=p.get("policy_revision", "-"),
+        idempotency_key=ledger_key,
+        effect=p.get("effect", "none"),
+        producer=p.get("producer", "callbound"),
+    )
+    want = compute_binding(trusted, env["model_result"])
+    if canonical_sha256(env["model_result"]) != p.get("result_sha256"):
+        whys.append((None, "stored result does not match its result_sha256"))
+    elif request_sha256(trusted.arguments_json) != p.get("request_sha256"):
+        whys.append((None, "arguments differ from the proposed call"))
+    elif want != p.get("call_binding_sha256"):
+        whys.append((None, "binding does not match its trusted context"))
+    return _Found(want, whys)
+
+
+def _turn_problems(operation_id: str, turns: list[ModelTurn], audited: list[AuditedTurn]) -> list[Problem]:
+    """The journal's turns against the chain's, position by position."""
+    out = []
+    for turn, said in zip_longest(turns, audited):
+        if turn is None:
+            out.append(
+                Problem(
+                    operation_id, f"model turn {said.response_id}", "audited but missing from the journal"
+                )
+            )
+        elif said is None:
+            where = f"model turn {turn.response_id}"
+            out.append(Problem(operation_id, where, "in the journal but not in the audit chain"))
+        elif (turn.response_id, turn.raw_sha256) != (said.response_id, said.raw_sha256):
+            where = f"model turn {turn.response_id}"
+            out.append(Problem(operation_id, where, "differs from the audited raw response"))
+    return out
+
+
+def _unsaved(
+    operation_id: str, recorded: dict[tuple[Any, Any], Any], saved: set[tuple[str, str]]
+) -> list[Problem]:
+    return [
+        Problem(
+            operation_id,
+            f"result {cid} (response {rid})",
+            "the audit chain records it but the journal has no result",
+        )
+        for rid, cid in recorded
+        if (rid, cid) not in saved
+    ]
+
+
+def _newer_version(head: dict[str, Any]) -> int | None:
+    """The head's snapshot_version when a newer callbound wrote it (read as ``migrate_head`` reads it)."""
+    try:
+        version = int(head.get("snapshot_version", 0))
+    except (TypeError, ValueError):
+        return None  # no version this code could read: the load below names it
+    return version if version > SNAPSHOT_VERSION else None
 
 
 def _ledger_problems(
