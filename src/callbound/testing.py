@@ -90,6 +90,11 @@ class FakeClock:
 
 
 class ScriptedModel:
+    """Plays ``responses`` in order, one per request (D24): a body (dict, JSON text or bytes), a
+    ``Stream`` of raw bytes, a list of stream event payloads, or a ``RawFailure``. A response may also
+    be a function of the request body (a copy) that returns one of those: a script that reads the
+    results it was sent, as a model would."""
+
     def __init__(
         self,
         api: str,
@@ -132,7 +137,10 @@ class ScriptedModel:
                 f"response {k} (0-based). Add more responses to the script."
             )
         model = self.model or body.get("model")
-        return self._play(self.responses[k], on_progress, model if isinstance(model, str) else None)
+        item = self.responses[k]
+        if callable(item):
+            item = item(json.loads(json.dumps(body)))  # its own copy: it cannot edit the recorded requests
+        return self._play(item, on_progress, model if isinstance(model, str) else None)
 
     def _play(self, item: Any, on_progress: ProgressCallback | None, model: str | None) -> ModelTurn:
         if isinstance(item, RawFailure):

@@ -93,6 +93,27 @@ def test_deny_tells_the_model_and_nothing_is_refunded(tmp_path: Path) -> None:
     data = json.loads(r.stdout)
     assert data["state"] == "COMPLETED"  # the scripted model still answers; the refund never ran
     assert data["refunds_for_intent"] == 0
+    # and it answers what the denial said, not that the refund was submitted (a reviewer's finding)
+    assert data["text"] == "The refund was not approved, so no refund was made."
+
+
+def test_each_demo_in_one_store_is_its_own_refund(tmp_path: Path) -> None:
+    """A second demo in the same store used to replay the first run's refund (its intent was the
+    draft dr_A1, the same in every run): a plain run never paused, approval-expired reported a replayed
+    refund. Each run now creates its own draft; a run still submits its refund once."""
+    store = f"sqlite:///{tmp_path / 'demo.db'}"
+    first = json.loads(
+        run_cli("demo", "refund", "--approve", "--json", "--store", store, cwd=tmp_path).stdout
+    )
+    assert (first["state"], first["refunds_for_intent"]) == ("COMPLETED", 1)
+    expired = run_cli(
+        "demo", "refund", "--scenario", "approval-expired", "--json", "--store", store, cwd=tmp_path
+    )
+    data = json.loads(expired.stdout)
+    assert (data["state"], data["refunds_for_intent"]) == ("COMPLETED", 0)
+    assert "expired" in data["text"]
+    again = run_cli("demo", "refund", "--json", "--store", store, cwd=tmp_path, stdin="")
+    assert json.loads(again.stdout)["state"] == "WAITING_APPROVAL"
 
 
 def test_stream_demo_shows_progress(tmp_path: Path) -> None:

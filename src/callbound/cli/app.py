@@ -177,8 +177,9 @@ def demo_refund(
     refunds = demo.registry  # keep a reference alive for the payments summary below
     del refunds
     from ..demo.payments import FakePayments
+    from ..demo.refund import refund_key
 
-    count = FakePayments(payments).count("ik_refund:dr_A1")
+    count = FakePayments(payments).count(refund_key(outcome.operation_id))
     if as_json:
         data = outcome.to_dict()
         data["refunds_for_intent"] = count

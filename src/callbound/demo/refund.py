@@ -60,7 +60,13 @@ def build_registry(payments: FakePayments, scenario: str) -> Registry:
         }
 
     def create_refund_draft(args: CreateRefundDraft, ctx: CallContext) -> dict[str, Any]:
-        return {"draft_id": f"dr_{args.order_id}", "amount": args.amount, "currency": args.currency}
+        # One draft per operation: the submit's intent is its draft (refund:{draft_id}), so a second
+        # demo in the same store is a new refund, while a retry or resume of this one never is.
+        return {
+            "draft_id": draft_for(args.order_id, ctx.operation_id),
+            "amount": args.amount,
+            "currency": args.currency,
+        }
 
     def submit_refund(args: SubmitRefund, ctx: CallContext) -> dict[str, Any]:
         assert ctx.idempotency_key is not None
@@ -156,24 +162,57 @@ DRAFT_CALL = (
     "create_refund_draft",
     {"order_id": ORDER, "amount": "40.00", "currency": "EUR", "reason": "arrived broken"},
 )
-SUBMIT = ("submit_refund", {"draft_id": DRAFT})
 
 
-def script(scenario: str) -> list[dict[str, Any]]:
-    if scenario == "happy" or scenario == "submit-timeout":
-        return [
-            _calls(1, LOOKUP),
-            _calls(2, DRAFT_CALL),
-            _calls(3, SUBMIT),
-            _text(4, "Your refund of 40.00 EUR for order A1 has been submitted."),
-        ]
-    if scenario == "approval-expired":
-        return [
-            _calls(1, LOOKUP),
-            _calls(2, DRAFT_CALL),
-            _calls(3, SUBMIT),
-            _text(4, "The approval for the refund expired, so no refund was made. Please ask again."),
-        ]
+def draft_for(order_id: str, operation_id: str) -> str:
+    """The draft an operation creates for an order (one per operation)."""
+    return f"dr_{order_id}_{operation_id[-8:]}"
+
+
+def refund_key(operation_id: str) -> str:
+    """The idempotency key of the demo's refund in ``operation_id`` (what the payments service keeps)."""
+    return f"ik_refund:{draft_for(ORDER, operation_id)}"
+
+
+def _result(body: dict[str, Any], call_id: str) -> dict[str, Any] | None:
+    """The result callbound sent back for ``call_id`` in a Responses request body, if any."""
+    for item in body.get("input") or ():
+        if (
+            isinstance(item, dict)
+            and item.get("type") == "function_call_output"
+            and item.get("call_id") == call_id
+        ):
+            try:
+                result = json.loads(item.get("output") or "null")
+            except ValueError:
+                return None
+            return result if isinstance(result, dict) else None
+    return None
+
+
+def _submit(body: dict[str, Any]) -> dict[str, Any]:
+    """Turn 3 submits the draft turn 2's result named, as a model reading it would."""
+    draft = (_result(body, "call_demo_2_0") or {}).get("data", {}).get("draft_id", DRAFT)
+    return _calls(3, ("submit_refund", {"draft_id": draft}))
+
+
+def _answer(body: dict[str, Any]) -> dict[str, Any]:
+    """Turn 4 says what the submit's result says: submitted, denied or expired."""
+    result = _result(body, "call_demo_3_0") or {}
+    code = (result.get("error") or {}).get("code")
+    if result.get("ok"):
+        return _text(4, "Your refund of 40.00 EUR for order A1 has been submitted.")
+    if code == "APPROVAL_EXPIRED":
+        return _text(4, "The approval for the refund expired, so no refund was made. Please ask again.")
+    if code == "DENIED":
+        return _text(4, "The refund was not approved, so no refund was made.")
+    return _text(4, "The refund could not be submitted, so no refund was made.")
+
+
+def script(scenario: str) -> list[Any]:
+    """The model's side of each scenario; turns 3 and 4 of a refund read the results they were sent."""
+    if scenario in ("happy", "submit-timeout", "approval-expired"):
+        return [_calls(1, LOOKUP), _calls(2, DRAFT_CALL), _submit, _answer]
     if scenario == "max-tokens":
         return [
             _calls(1, LOOKUP),
@@ -240,6 +279,12 @@ def to_stream(body: dict[str, Any], delta: int = 6) -> list[dict[str, Any]]:
     return events
 
 
+def _streamed(response: Any) -> Any:
+    if callable(response):
+        return lambda body: to_stream(response(body))
+    return to_stream(response)
+
+
 def make_app(
     scenario: str = "happy", payments: str = "callbound-demo-payments.db", stream: bool = False
 ) -> App:
@@ -249,7 +294,7 @@ def make_app(
     service = FakePayments(payments)
     responses: list[Any] = script(scenario)
     if stream:
-        responses = [to_stream(r) for r in responses]
+        responses = [_streamed(r) for r in responses]
     policy = Policy(
         revision="demo-1",
         approval_ttl=timedelta(0) if scenario == "approval-expired" else timedelta(hours=24),
