@@ -27,7 +27,7 @@ from ..core.dispatch import (
 )
 from ..core.guards import identical_allowed, identical_key, result_cap
 from ..core.idempotency import LedgerAction, LedgerEntry, LedgerStatus, decide
-from ..core.registry import CallContext, ToolSpec
+from ..core.registry import CallContext, ToolSpec, is_async_callable
 from ..core.snapshot import envelope_to_dict
 from ..core.states import TERMINAL
 from ..core.types import ModelTurn, ToolCall, error_result, ok_result
@@ -482,6 +482,12 @@ async def _run_write(
     if outcome.still_running:
         rec.status = UNKNOWN
         return
+    if outcome.kind == "timeout" and is_async_callable(spec.handler):
+        # Cancelling an async handler stops its task, not work it handed to a thread
+        # (asyncio.to_thread around a blocking client), which may still apply the effect: asked at
+        # once, reconcile would find nothing, answer "not applied", and the model's retry would pay
+        # twice. Give it the grace a sync handler's thread gets (D16) before asking.
+        await asyncio.sleep(runner.executor.grace_s)
     await _reconcile(
         runner, op, turn, rec, spec, attempts, TIMEOUT if outcome.kind == "timeout" else HANDLER_ERROR
     )

@@ -61,7 +61,9 @@ async def execute_step(runner: Runner, op: Operation) -> None:
             "a write's outcome is unknown and could not be reconciled, so this operation stopped; a "
             "stopped operation cannot be resumed. Check the downstream system for these idempotency keys "
             "and settle each effect there. The ledger keeps each key UNKNOWN: a later operation proposing "
-            "the same key goes through the tool's reconcile first and never re-runs it blindly (D16; "
+            "the same key goes through the tool's reconcile first and never re-runs it blindly, except "
+            "where the handler was still running when this operation gave up on it (handler_alive): "
+            "later operations are told IN_PROGRESS for that key, since the effect may still land (D16; "
             "docs/durability.md, Idempotency). Then start a new operation if work remains",
             call_ids=[r.call_id for r in unknown],
             idempotency_keys=[r.idempotency_key for r in unknown],
