@@ -340,6 +340,8 @@ def test_streamed_steps_equal_the_plain_body_shape() -> None:
 
 
 def test_legacy_stream_rebuilds_outputs() -> None:
+    """A legacy whole ``function_call`` delta counts its arguments as compact JSON, as ``capped``
+    measures them in a plain body (review 3; with default separators' spaces before)."""
     turn, progress = parse_recording("ai__legacy-outputs__tool-call-step1.chunks.txt")
     [model] = turn.continuation
     assert model["role"] == "model"
@@ -354,7 +356,7 @@ def test_legacy_stream_rebuilds_outputs() -> None:
     # Legacy content.start carries only the id: the call is announced once its name arrives.
     assert progress == [
         CallStarted("odkxni2w", "getWeather"),
-        ArgumentsProgress("odkxni2w", len(b'{"location": "San Francisco"}')),
+        ArgumentsProgress("odkxni2w", len(b'{"location":"San Francisco"}')),
         CallReady("odkxni2w"),
     ]
 

@@ -36,10 +36,14 @@ def _registry(ran: list[str]) -> cb.Registry:
 
 
 def _call_bytes(api: str) -> int:
+    """The call's argument bytes as ``capped`` measures them: text as received, an object as compact
+    JSON, what a stream counts for it (review 3; default separators, with spaces, before)."""
     turn = get_adapter(api).parse_response(BUILDERS[api](CALLS[api]))
     (call,) = turn.calls
     raw = call.arguments_raw
-    return len((raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)).encode())
+    return len(
+        (raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, separators=(",", ":"))).encode()
+    )
 
 
 @pytest.mark.parametrize("api", APIS)

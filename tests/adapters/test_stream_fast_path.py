@@ -1129,13 +1129,15 @@ def _vertex_stream(*pieces: str, eol: str = "\n", opened: bool = True) -> bytes:
 
 
 def test_generate_pieces_assemble_the_call_and_name_it_by_the_response_id() -> None:
+    """Byte counts include the structure the first piece creates (the root's braces, ``"text":`` and
+    the string's quotes: 11 bytes), as compact JSON has them; before review 3 only values counted."""
     pieces = [_vertex_piece(json.dumps(p)) for p in ["Bos", "ton \u00e9 \\", '"x"']]
     ref = assert_same(GENERATE, [_vertex_stream(*pieces)], None)
     (call,) = ref.turn.calls
     assert call.arguments == {"text": 'Boston \u00e9 \\"x"'}
     assert ref.turn.response_id == "r1"
     sizes = [(p.call_id, p.bytes) for p in ref.progress if isinstance(p, ArgumentsProgress)]
-    assert sizes == [("r1:0", 3), ("r1:0", 11), ("r1:0", 14)]  # the empty end entry carries no bytes
+    assert sizes == [("r1:0", 14), ("r1:0", 22), ("r1:0", 25)]  # the empty end entry carries no bytes
 
 
 @pytest.mark.parametrize(
@@ -1164,10 +1166,11 @@ def test_generate_pieces_without_an_open_call_are_malformed_alike() -> None:
 
 
 def test_generate_byte_caps_trip_at_the_same_piece() -> None:
+    """``{"text":"x…x"}``: 70 value bytes and 11 of structure, counted since review 3 (before, 70)."""
     pieces = [_vertex_piece(json.dumps("x" * 7)) for _ in range(10)]
-    for cap in (0, 6, 7, 20, 69, 70, 71):
+    for cap in (0, 6, 7, 17, 18, 20, 80, 81, 82):
         ref = assert_same(GENERATE, [_vertex_stream(*pieces)], StreamCaps(cap, 10_000))
-        assert (ref.turn.reason == "arguments_too_large") == (cap < 70)
+        assert (ref.turn.reason == "arguments_too_large") == (cap < 81)
 
 
 _RESPONSES_DELTA = '{"type":"response.function_call_arguments.delta"'

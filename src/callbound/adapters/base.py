@@ -357,11 +357,29 @@ def response_too_large(turn: ModelTurn) -> ModelTurn:
     return over_byte_cap(turn, "response_too_large")
 
 
+def compact_json_len(value: Any) -> int:
+    """UTF-8 bytes of ``value`` as compact JSON text (``separators=(",", ":")``, ``ensure_ascii=False``,
+    key order kept): what the streams count for the same arguments. A lone surrogate in a string
+    counts as ``utf8_len`` counts it, never raises."""
+    if _wire_encode is None:  # pragma: no cover - an interpreter without the _json accelerator
+        return utf8_len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return utf8_len("".join(_wire_encode(value, 0)))
+
+
 def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = None) -> ModelTurn:
     """A plain (not streamed) response gets the byte caps the same response would get as a stream: a
     call over ``max_call_bytes``, or calls over ``max_response_bytes`` together, make the turn
     TRUNCATED(arguments_too_large) with no calls, so none of them runs (D1). The raw stop reason,
-    text and usage stay. ``body_bytes``: the body's size, which bounds every argument in it."""
+    text and usage stay. ``body_bytes``: the body's size, which bounds every argument in it.
+
+    What is measured: argument text (Chat, Responses) as received; a parsed argument object
+    (Anthropic ``input``, Gemini ``args``, Interactions ``arguments``) as compact JSON
+    (``compact_json_len``), which is what the streams count for the same arguments, so a response
+    passes or trips at the same boundary streamed or plain. One difference stays: a stream counts
+    argument text as its deltas carry it, escapes included, so ``\\u00e9`` written by the provider in
+    Anthropic's ``partial_json`` counts 6 bytes there and ``é`` 2 here; Vertex ``partialArgs`` carry
+    decoded values, so a ``"`` in one counts 1 byte there and 2 (its escape) here. The streams with
+    parsed arguments also apply this check to their finished turn: the larger count decides."""
     if not turn.calls:
         return turn
     caps = caps or StreamCaps()
@@ -370,7 +388,7 @@ def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = No
     total = 0
     for call in turn.calls:
         raw = call.arguments_raw
-        size = utf8_len(raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False))
+        size = utf8_len(raw) if isinstance(raw, str) else compact_json_len(raw)
         total += size
         if size > caps.max_call_bytes or total > caps.max_response_bytes:
             return over_byte_cap(turn, "arguments_too_large")

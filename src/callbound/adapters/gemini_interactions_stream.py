@@ -8,7 +8,6 @@ are read from the raw event text without the JSON parser (``feed_events``, the f
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from bisect import bisect_left, insort
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from ..core.types import (
 from .base import (
     StreamCaps,
     capped,
+    compact_json_len,
     join_fragments,
     stream_cut_turn,
     too_large_turn,
@@ -73,7 +73,17 @@ def _list_in(item: dict[str, Any], key: str) -> list[Any]:
 
 
 class _Assembler:
-    """Streaming assembly for Interactions events, keyed by step (legacy: content) index."""
+    """Streaming assembly for Interactions events, keyed by step (legacy: content) index.
+
+    A call's ``step.stop`` (legacy: ``content.stop``) is the provider's done event for it: its
+    arguments are final there (issue 3 §4) and CallReady says so. A delta for a call step that has
+    stopped (an ``arguments_delta``, a legacy whole ``function_call``, or any other) and an argument
+    delta for any stopped step are dropped: not kept, not counted, no progress. The other adapters
+    do the same with a delta after their done event (Anthropic after ``content_block_stop``,
+    Responses after ``output_item.done``), so one provider contract violation reads the same on
+    every API: the call runs on exactly the arguments that were complete at its done event, the ones
+    CallReady announced, and nothing received after it can reach the tool. (A ``step.start`` for the
+    index opens the step again, as a ``content_block_start`` does for Anthropic.)"""
 
     fast_events = _ARGUMENTS_EVENT  # see feed_events
 
@@ -180,6 +190,8 @@ class _Assembler:
     def _delta(self, index: int, delta: dict[str, Any]) -> list[Progress]:
         item = self._item(index)
         dtype = delta.get("type")
+        if index in self._stopped and (item.get("type") == "function_call" or dtype == "function_call"):
+            return []  # final at its stop (see the class doc); arguments_delta is checked in _arguments
         if dtype == "text" and isinstance(delta.get("text"), str):
             self._texts.setdefault(index, []).append(delta["text"])
         elif dtype == "thought_signature":
@@ -194,7 +206,7 @@ class _Assembler:
             nbytes = self._arguments(index, fragment)
             return [] if nbytes is None else [ArgumentsProgress(self._cid(index), nbytes)]
         elif dtype == "function_call":  # legacy: the whole call in one delta, arguments as an object
-            size = utf8_len(json.dumps(delta.get("arguments"), ensure_ascii=False))
+            size = compact_json_len(delta.get("arguments"))  # as base.capped measures it in a plain body
             if not self._count(index, size):
                 return []
             item.update(delta)
@@ -206,7 +218,10 @@ class _Assembler:
         return []
 
     def _arguments(self, index: int, fragment: str) -> int | None:
-        """Keep one arguments_delta fragment; the call's byte count, or None when a cap tripped."""
+        """Keep one arguments_delta fragment; the call's byte count, or None when a cap tripped or
+        the step has stopped (its arguments are final, see the class doc)."""
+        if index in self._stopped:
+            return None
         size = utf8_len(fragment)  # never raises: one half of a split surrogate pair counts 2 bytes
         if not self._count(index, size):
             return None

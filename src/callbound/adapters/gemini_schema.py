@@ -44,6 +44,12 @@ kept as a list of fragments and joined once at the end (linear, however it is sp
 whose last fragment said ``willContinue`` is reported as cut off. Any inconsistency (a value set
 twice, a skipped index, a path through a scalar) is reported, never repaired.
 
+Each entry reports the bytes it added to what is buffered, for the byte caps: the value's, and the
+structure it created (a new member's key, quotes, colon and comma; a new container's brackets; the
+root's braces once). A call's count is then the size of its arguments as compact JSON, the measure
+plain bodies get (``base.capped``), except that string values are counted decoded (a ``"`` is 1 byte,
+not 2). Counting values only would let a call of long key names, each short value cheap, pass any cap.
+
 Error details
 -------------
 ``google_error_details`` reads ``RetryInfo.retryDelay`` (``"34.4s"``) and decides whether a quota error
@@ -255,6 +261,12 @@ _MISSING = object()
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 
 
+def _brackets(value: Any) -> int:
+    """The bytes a new member's value has before any content: a container's brackets, a string's
+    quotes (its fragments count as they come; a scalar counts in ``apply``)."""
+    return 2 if isinstance(value, dict | list | _Str) else 0
+
+
 class _Str:
     __slots__ = ("done", "fragments")
 
@@ -267,13 +279,16 @@ def parse_json_path(path: Any) -> list[str | int] | None:
     """``$.a.b[0]['c d']`` → ``["a", "b", 0, "c d"]``; None if it is not such a path."""
     if not isinstance(path, str) or not path.startswith("$"):
         return None
-    parsed = _parse_path_cached(path)
+    # A stream repeats the same few paths once per fragment: each is parsed once. A long one is not
+    # kept: the cache outlives the stream, and 1024 paths of a hostile stream's size would stay held.
+    parsed = _parse_path_cached(path) if len(path) <= _CACHED_PATH else _parse_path(path)
     return None if parsed is None else list(parsed)
 
 
-@functools.lru_cache(maxsize=1024)
-def _parse_path_cached(path: str) -> tuple[str | int, ...] | None:
-    # A stream repeats the same few paths once per fragment: parse each once.
+_CACHED_PATH = 256  # characters
+
+
+def _parse_path(path: str) -> tuple[str | int, ...] | None:
     out: list[str | int] = []
     pos = 1
     while pos < len(path):
@@ -289,18 +304,22 @@ def _parse_path_cached(path: str) -> tuple[str | int, ...] | None:
     return tuple(out)
 
 
+_parse_path_cached = functools.lru_cache(maxsize=1024)(_parse_path)
+
+
 class PartialArgs:
     """Assembles one call's arguments from partialArgs entries (see module doc)."""
 
     def __init__(self) -> None:
         self.root: dict[str, Any] = {}
         self.error: str | None = None
+        self._added = 2  # structure bytes not yet reported: the root's braces, reported with the first entry
 
     def _fail(self, why: str) -> None:
         self.error = self.error or why
 
     def apply_all(self, entries: Any) -> int:
-        """Apply a part's ``partialArgs``; the bytes of value text they carried. Anything but a list
+        """Apply a part's ``partialArgs``; the bytes they added (see ``apply``). Anything but a list
         of entries makes the arguments unusable, like an entry that is not an object."""
         if not isinstance(entries, list):
             self._fail("partialArgs is not a list")
@@ -308,7 +327,9 @@ class PartialArgs:
         return sum(self.apply(entry) for entry in entries)
 
     def apply(self, entry: Any) -> int:
-        """Apply one entry; returns the bytes of value text it carried (for the byte caps)."""
+        """Apply one entry; returns the bytes it added to what is buffered (for the byte caps, see
+        the module doc): its value's, counted even when the entry is rejected, and the structure it
+        created."""
         if not isinstance(entry, dict):
             self._fail("a partialArgs entry is not an object")
             return 0
@@ -322,7 +343,8 @@ class PartialArgs:
             size = utf8_len(value)  # never raises on half of a split surrogate pair
         elif "numberValue" in entry or "boolValue" in entry:
             value = entry["numberValue"] if "numberValue" in entry else entry["boolValue"]
-            size = len(json.dumps(value))
+            # compact: a value of another type (odd provider data) is kept as sent, and counted so
+            size = utf8_len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
         elif "nullValue" in entry:
             value, size = None, 4
         else:
@@ -342,7 +364,8 @@ class PartialArgs:
                 self._fail(f"jsonPath {where} goes through a value of another shape")
                 break
             container = current
-        return size
+        added, self._added = self._added, 0
+        return size + added
 
     @staticmethod
     def _get(container: Any, seg: str | int) -> Any:
@@ -351,10 +374,14 @@ class PartialArgs:
         return container.get(seg, _MISSING) if isinstance(container, dict) else _MISSING
 
     def _put(self, container: Any, seg: str | int, value: Any) -> bool:
+        """Add a member that is not there yet (callers check), counting its structure bytes: the comma
+        before it, a key's quotes and colon, a new container's brackets or a new string's quotes."""
         if isinstance(seg, int) and isinstance(container, list) and seg == len(container):
+            self._added += (1 if container else 0) + _brackets(value)
             container.append(value)
             return True
         if isinstance(seg, str) and isinstance(container, dict):
+            self._added += (4 if container else 3) + utf8_len(seg) + _brackets(value)
             container[seg] = value
             return True
         self._fail("a jsonPath skips an array index or does not match the value's shape")

@@ -5,7 +5,6 @@ Split from gemini_generate.py, which imports it lazily."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -21,11 +20,12 @@ from ..core.types import (
 )
 from .base import (
     StreamCaps,
+    capped,
+    compact_json_len,
     failure_turn,
     join_fragments,
     stream_cut_turn,
     too_large_turn,
-    utf8_len,
 )
 from .gemini_generate import API, _count, _first_candidate, _provenance, error_turn, turn_from_body
 from .gemini_schema import PartialArgs
@@ -234,7 +234,7 @@ class _Assembler:
         index = self._position()  # as turn_from_body() will number it, for ids and errors alike
         if "name" in fc and "partialArgs" not in fc and fc.get("willContinue") is not True:
             cid = self._cid(index, fc.get("id"))
-            size = utf8_len(json.dumps(fc.get("args", {}), ensure_ascii=False, separators=(",", ":")))
+            size = compact_json_len(fc.get("args", {}))  # as base.capped measures the same call
             if not self._count(index, size):
                 return []
             self._append(part)
@@ -314,9 +314,13 @@ class _Assembler:
             resp["promptFeedback"] = self._feedback
         if self._usage is not None:
             resp["usageMetadata"] = self._usage
-        return turn_from_body(
+        turn = turn_from_body(
             resp, raw_sha256, model=model, arg_errors=self._arg_errors, truncated_reason=self._truncated
         )
+        # The counts above trip a cap as the bytes arrive, but take partialArgs strings decoded (a '"'
+        # is 1 byte). The plain body's check on the assembled turn counts escapes too, so a response
+        # passes the caps streamed only if it would pass them as a plain body (issue 3 §4).
+        return capped(turn, self._caps)
 
 
 # ---- the adapter ----------------------------------------------------------------------------------

@@ -160,7 +160,13 @@ class _Slot:
 
 
 class _Assembler:
-    """Streaming assembly for chat.completion.chunk events (WIRE.md 2.4)."""
+    """Streaming assembly for chat.completion.chunk events (WIRE.md 2.4).
+
+    Chat has no per-call done event, and a finish_reason does not close the calls: fragments after it
+    are still part of the turn (the SDK's ``ChatCompletionStreamState`` keeps them too, and so does
+    this assembler). Only the terminal ``[DONE]`` makes the arguments final, so CallReady for every
+    call comes there, and everything after ``[DONE]`` is ignored: progress never says ready before
+    the arguments the turn runs with are complete."""
 
     fast_events = _FRAGMENT_EVENT  # see feed_events
 
@@ -197,11 +203,11 @@ class _Assembler:
         return self._done
 
     def feed(self, event: dict[str, Any] | str) -> list[Progress]:
-        if self._aborted:
-            return []
+        if self._aborted or self._done:
+            return []  # after [DONE] nothing changes the turn (see the class doc)
         if event == DONE:
             self._done = True
-            return []
+            return self._ready()
         if not isinstance(event, dict):
             return []
         if isinstance(event.get("error"), dict):  # an error object instead of a chunk, after HTTP 200
@@ -272,11 +278,16 @@ class _Assembler:
         reason = choice.get("finish_reason")
         if isinstance(reason, str) and self._finish_reason is None:
             self._finish_reason = reason
-            # Chat has no per-call done event: the finish_reason chunk closes every call at once.
-            for key in sorted(self._slots):
-                out.append(CallReady(self._slots[key].id or f"#{key}"))
-            if self._legacy is not None:
-                out.append(CallReady("#legacy"))
+
+    def _ready(self) -> list[Progress]:
+        """CallReady for every call, at ``[DONE]``: only when finish() builds the turn from them (a
+        finish_reason came, no error event did), since a turn cut or failed runs no call."""
+        if self._finish_reason is None or self._error is not None:
+            return []
+        out: list[Progress] = [CallReady(self._slots[key].id or f"#{key}") for key in sorted(self._slots)]
+        if self._legacy is not None:
+            out.append(CallReady("#legacy"))
+        return out
 
     def _key_for(self, frag: dict[str, Any], position: int, loose: list[dict[str, Any]]) -> int:
         index = _index(frag)
@@ -381,7 +392,7 @@ class _Assembler:
             if found is None or found[3] is None:  # no choices: let feed() decide
                 feed_one(self, event, on_progress)  # decoded and fed whole: the reference path
                 continue
-            if self._aborted:
+            if self._aborted or self._done:
                 continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
             response_id, model, index_text, args = found.groups()
             if self._response_id is None and response_id:  # "" is no id, as in feed()
