@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ..core.errors import CallboundError, StoreError, UsageError
 from ..runtime.runner import Outcome
@@ -30,8 +31,11 @@ app.add_typer(ops_app, name="ops")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(audit_app, name="audit")
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+# markup=False: what callbound prints holds model output, tool arguments and provider messages, whose
+# square brackets Rich would read as style tags (hiding part of the arguments an approver is shown,
+# or failing on "[/b]"); styled parts are built as Text instead.
+out = Console(soft_wrap=True, markup=False)
+err = Console(stderr=True, soft_wrap=True, markup=False)
 
 StoreOpt = Annotated[
     str,
@@ -41,7 +45,7 @@ DEFAULT_STORE = "sqlite:///callbound.db"
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
+    err.print(Text.assemble(("error:", "red"), f" {message}"), highlight=False)
     return typer.Exit(code)
 
 
@@ -128,7 +132,7 @@ def demo_refund(
     runner = demo.runner(st, ref={"ref": "callbound.demo.refund:make_app", "args": args})
     quiet = as_json
     if not quiet:
-        out.print(f"[bold]callbound demo refund[/bold] scenario={scenario} store={store}")
+        out.print(Text.assemble(("callbound demo refund", "bold"), f" scenario={scenario} store={store}"))
         runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
         if stream:
             runner.on_progress = progress_printer(out)
@@ -143,7 +147,7 @@ def demo_refund(
             now = runner.clock.now()
             if pending and all(a.expires_at <= now for a in pending):
                 if not quiet:
-                    out.print("[yellow]the approval expired before anyone decided; resuming[/yellow]")
+                    out.print(Text("the approval expired before anyone decided; resuming", style="yellow"))
                 outcome = runner.resume_sync(outcome.operation_id, [])
                 continue
             decisions = []
@@ -151,8 +155,12 @@ def demo_refund(
                 verdict = "approve" if approve else "deny" if deny else None
                 if verdict is None and sys.stdin.isatty():
                     out.print(
-                        f"approval [bold]{a.approval_id}[/bold]: {a.tool}({json.dumps(a.arguments)}) "
-                        f"digest {a.argument_digest[:12]}… expires {a.expires_at.isoformat()}"
+                        Text.assemble(
+                            "approval ",
+                            (a.approval_id, "bold"),
+                            f": {a.tool}({json.dumps(a.arguments)}) digest {a.argument_digest[:12]}… "
+                            f"expires {a.expires_at.isoformat()}",
+                        )
                     )
                     try:
                         confirmed = typer.confirm("Approve this call?", default=False)
@@ -310,9 +318,12 @@ def _decide(
         # The decision is recorded (D17), but an approval decided after its expiry never lets the
         # call run: printing "approved" alone read as if the refund would now go ahead.
         err.print(
-            f"[yellow]warning:[/yellow] approval {approval_id} had expired at "
-            f"{decided.expires_at.isoformat()}; the decision is recorded but cannot take effect: the call "
-            "will not run, and resuming tells the model APPROVAL_EXPIRED",
+            Text.assemble(
+                ("warning:", "yellow"),
+                f" approval {approval_id} had expired at {decided.expires_at.isoformat()}; the decision is "
+                "recorded but cannot take effect: the call will not run, and resuming tells the model "
+                "APPROVAL_EXPIRED",
+            ),
             highlight=False,
         )
         out.print(f"approval {approval_id}: {decided.status} by {decided.approver} after it expired")
@@ -411,7 +422,7 @@ def _print_table(table: Any) -> None:
     if out.is_terminal:
         out.print(table)
     else:
-        Console(width=10_000, soft_wrap=True).print(table)
+        Console(width=10_000, soft_wrap=True, markup=False).print(table)
 
 
 @ops_app.command("show")
@@ -431,8 +442,11 @@ def ops_show(
         return
     h = stored.head
     out.print(
-        f"[bold]{operation_id}[/bold] tenant={h['tenant']} subject={h['subject']} api={h['api']} "
-        f"state={h['state']} reason={h.get('reason')}"
+        Text.assemble(
+            (operation_id, "bold"),
+            f" tenant={h['tenant']} subject={h['subject']} api={h['api']} state={h['state']} "
+            f"reason={h.get('reason')}",
+        )
     )
     from datetime import datetime
 
@@ -445,7 +459,7 @@ def ops_show(
             Transition(t["state"], datetime.fromisoformat(t["at"]), t["cause"], t.get("details", {})),
         )
     if h.get("escalation"):
-        out.print(f"[red]escalation:[/red] {json.dumps(h['escalation'])}")
+        out.print(Text.assemble(("escalation:", "red"), f" {json.dumps(h['escalation'])}"))
 
 
 @ops_app.command("cancel")
@@ -483,11 +497,17 @@ def audit_verify(
     unreadable = [p for p in found if p.unreadable]
     if problems:
         p = problems[0]
-        err.print(f"[red]TAMPERED[/red] operation {p.operation_id}, {p.where}: {p.why}", highlight=False)
+        err.print(
+            Text.assemble(("TAMPERED", "red"), f" operation {p.operation_id}, {p.where}: {p.why}"),
+            highlight=False,
+        )
         for q in problems[1:]:
             err.print(f"  also: operation {q.operation_id}, {q.where}: {q.why}", highlight=False)
     for q in unreadable:
-        err.print(f"[yellow]cannot verify[/yellow] operation {q.operation_id}: {q.why}", highlight=False)
+        err.print(
+            Text.assemble(("cannot verify", "yellow"), f" operation {q.operation_id}: {q.why}"),
+            highlight=False,
+        )
     if found:
         raise typer.Exit(1 if problems else 2)
     n = 1 if operation_id else len(st.list_operations(limit=1_000_000))

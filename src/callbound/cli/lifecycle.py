@@ -9,6 +9,7 @@ import signal
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from ..runtime.tools import executors_with_running_handlers
 
@@ -45,8 +46,10 @@ def let_tool_handlers_finish(err: Console) -> None:
     left = sum(ex.drain(ex.grace_s) for ex in executors_with_running_handlers())
     if left:
         err.print(
-            f"[yellow]warning:[/yellow] {left} tool handler(s) that timed out are still running; exiting "
-            "without waiting for them (their calls ended as timeouts; a write's effect is reconciled "
-            "on resume)",
+            Text.assemble(
+                ("warning:", "yellow"),
+                f" {left} tool handler(s) that timed out are still running; exiting without waiting for "
+                "them (their calls ended as timeouts; a write's effect is reconciled on resume)",
+            ),
             highlight=False,
         )

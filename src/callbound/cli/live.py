@@ -14,6 +14,7 @@ import json
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from ..core.errors import StoreError, UsageError
 from ..runtime.app import App
@@ -145,7 +146,10 @@ def register(app: typer.Typer) -> None:
             raise _fail(str(exc)) from exc
         if not as_json:
             out.print(
-                f"[bold]callbound run[/bold] api={api} model={model_name} transport={transport} store={store}",
+                Text.assemble(
+                    ("callbound run", "bold"),
+                    f" api={api} model={model_name} transport={transport} store={store}",
+                ),
                 highlight=False,
             )
             runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
@@ -171,7 +175,7 @@ def _run_app(app_ref: str, prompt: str, tenant: str, subject: str, as_json: bool
     except UsageError as exc:
         raise _fail(str(exc)) from exc
     if not as_json:
-        out.print(f"[bold]callbound run[/bold] app={app_ref} store={store}", highlight=False)
+        out.print(Text.assemble(("callbound run", "bold"), f" app={app_ref} store={store}"), highlight=False)
         runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
     try:
         outcome = runner.run_sync(input=prompt, tenant=tenant, subject=subject)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from ..core.types import ArgumentsProgress, CallReady, CallStarted, Progress, Transition
 from ..runtime.runner import Outcome
@@ -29,8 +30,13 @@ def print_timeline_row(console: Console, operation_id: str, t: Transition) -> No
         if value:
             ids.append(f"{key}={','.join(value) if isinstance(value, list) else value}")
     console.print(
-        f"{t.at.strftime('%H:%M:%S.%f')[:-3]} [dim]{operation_id}[/dim] [{colour}]{t.state:<16}[/{colour}] "
-        f"{t.cause:<18} {' '.join(ids)}",
+        Text.assemble(
+            f"{t.at.strftime('%H:%M:%S.%f')[:-3]} ",
+            (operation_id, "dim"),
+            " ",
+            (f"{t.state:<16}", colour),
+            f" {t.cause:<18} {' '.join(ids)}",
+        ),
         highlight=False,
     )
 
@@ -38,9 +44,11 @@ def print_timeline_row(console: Console, operation_id: str, t: Transition) -> No
 def print_outcome(console: Console, o: Outcome) -> None:
     colour = COLOURS.get(o.state, "cyan")
     console.print(
-        f"\n[bold {colour}]{o.state}[/bold {colour}]"
-        + (f" ({o.reason})" if o.reason else "")
-        + f"  operation {o.operation_id}",
+        Text.assemble(
+            "\n",
+            (str(o.state), f"bold {colour}"),
+            (f" ({o.reason})" if o.reason else "") + f"  operation {o.operation_id}",
+        ),
         highlight=False,
     )
     if o.text:
