@@ -163,6 +163,13 @@ async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[
         spec = runner.registry.get(rec.tool)
         (writes if spec is not None and spec.is_write else reads).append(rec)
 
+    if len(reads) == 1 and not writes:
+        # The common turn, one read: no slot to share (max_parallel cannot bind one call), and its
+        # timeout is already capped by the remaining deadline (_timeout_s). The turn's slots cost
+        # about 10% of a sync round trip (bench), for nothing here.
+        rec = reads[0]
+        await _run_read(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)])
+        return
     # max_parallel is enforced where handlers run (the executor), not around _run_read: a sync handler
     # that timed out keeps its slot until its thread really ends (D15). A write's handler that never
     # started there is "not applied"; a reconcile hook's is not, it tells nothing about the effect.
@@ -172,7 +179,7 @@ async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[
     remaining = max(0.0, op.budgets.deadline_s - op.spent.active_s)
     with turn_slots(op.budgets.max_parallel, remaining, effects):
         if len(reads) == 1:
-            rec = reads[0]  # the common case: no task
+            rec = reads[0]  # no task for one read
             await _run_read(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)])
         elif reads:
             await asyncio.gather(
