@@ -497,3 +497,52 @@ def test_chat_no_call_ready_when_the_turn_runs_no_call(tail: list[Event]) -> Non
     turn, progress = read(CHAT, sse([c_frag('{"a":1}', start=True), *tail]))
     assert turn.calls == () and turn.finish is not Finish.TOOL_PROPOSALS
     assert not any(isinstance(p, CallReady) for p in progress)
+
+
+def test_responses_delta_after_arguments_done_is_dropped() -> None:
+    """Issue 3 §4: the arguments are final at function_call_arguments.done; a late delta (before
+    output_item.done, with an empty terminal snapshot) used to be appended, making the call's text
+    invalid JSON. It is dropped, so the call runs on the arguments complete at its done event."""
+    import json as _json
+
+    from callbound.adapters import get as _get
+    from callbound.adapters.stream import StreamFeed as _Feed
+
+    fc = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "refund", "arguments": ""}
+    events = [
+        {"type": "response.output_item.added", "output_index": 0, "item": {**fc, "status": "in_progress"}},
+        {
+            "type": "response.function_call_arguments.delta",
+            "output_index": 0,
+            "item_id": "fc_1",
+            "delta": '{"amount":',
+        },
+        {
+            "type": "response.function_call_arguments.delta",
+            "output_index": 0,
+            "item_id": "fc_1",
+            "delta": "10}",
+        },
+        {
+            "type": "response.function_call_arguments.done",
+            "output_index": 0,
+            "item_id": "fc_1",
+            "arguments": '{"amount":10}',
+        },
+        {
+            "type": "response.function_call_arguments.delta",
+            "output_index": 0,
+            "item_id": "fc_1",
+            "delta": "99999",
+        },
+        {"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "output": []}},
+    ]
+    raw = b"".join(f"event: {e['type']}\ndata: {_json.dumps(e)}\n\n".encode() for e in events)
+    for size in (None, 1, 7):
+        feed = _Feed(_get("openai-responses").stream_assembler())
+        chunks = [raw] if size is None else [raw[i : i + size] for i in range(0, len(raw), size)]
+        for chunk in chunks:
+            feed.feed(chunk)
+        feed.close()
+        turn = feed.finish()
+        assert [c.arguments for c in turn.calls] == [{"amount": 10}], turn

@@ -270,7 +270,9 @@ class _Assembler:
         """Keep one argument delta of item ``idx``. Returns the call's byte count when an
         ArgumentsProgress is due, else None (item already done, a cap tripped, or no CallStarted yet:
         nothing may be announced before its call)."""
-        if idx in self._done:
+        if idx in self._done or idx in self._args_done:
+            # After its done event a call's arguments are final (issue 3 §4): a late delta is dropped,
+            # as Anthropic's and Interactions' assemblers drop theirs, not appended to the final text.
             return None
         size = utf8_len(delta)
         call_bytes = self._arg_bytes[idx] = self._arg_bytes.get(idx, 0) + size
