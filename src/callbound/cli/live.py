@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from ..core.errors import StoreError, UsageError
+from ..core.errors import StaleLease, StoreError, UsageError
 from ..runtime.app import App
 
 APP_REF = "callbound.cli.live:live_app"
@@ -155,11 +155,7 @@ def register(app: typer.Typer) -> None:
             runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
             if stream:
                 runner.on_progress = progress_printer(out)
-        try:
-            outcome = runner.run_sync(input=prompt, tenant=tenant, subject=subject)
-        except (UsageError, StoreError) as exc:
-            raise _fail(str(exc)) from exc
-        _report(outcome, store, as_json)
+        _drive(runner, prompt, tenant, subject, store, as_json)
 
 
 def _run_app(app_ref: str, prompt: str, tenant: str, subject: str, as_json: bool, store: str) -> None:
@@ -177,8 +173,28 @@ def _run_app(app_ref: str, prompt: str, tenant: str, subject: str, as_json: bool
     if not as_json:
         out.print(Text.assemble(("callbound run", "bold"), f" app={app_ref} store={store}"), highlight=False)
         runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
+    _drive(runner, prompt, tenant, subject, store, as_json)
+
+
+def _drive(runner: Any, prompt: str, tenant: str, subject: str, store: str, as_json: bool) -> None:
+    """Run one operation and report it. When another process takes it over meanwhile (`ops cancel`
+    moves its fencing token, a worker claims it), this drive's next write fails with StaleLease: the
+    operation is not lost, so its state as the store now holds it is reported, not a lease error."""
+    from .app import _fail, err
+
+    operation_id = runner.ids.new_id("op")
     try:
-        outcome = runner.run_sync(input=prompt, tenant=tenant, subject=subject)
+        outcome = runner.run_sync(input=prompt, tenant=tenant, subject=subject, operation_id=operation_id)
+    except StaleLease:
+        try:
+            outcome = runner.outcome(operation_id)
+        except (UsageError, StoreError) as exc:
+            raise _fail(str(exc)) from exc
+        err.print(
+            f"note: operation {operation_id} was taken over by another process (a cancel, or a worker) "
+            f"while this one drove it; it is {outcome.state} now",
+            highlight=False,
+        )
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
     _report(outcome, store, as_json)
