@@ -98,6 +98,8 @@ def test_hmac_key_protects_against_a_rewritten_chain(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     without_key = cli("audit", "verify", "--store", store, cwd=tmp_path)
     assert without_key.returncode == 1  # plain SHA-256 links do not match HMAC links
+    # the report names the likely cause, a missing or different key, not only "hash does not match"
+    assert "CALLBOUND_AUDIT_KEY" in without_key.stderr
 
 
 def _head(conn: sqlite3.Connection, op: str) -> dict[str, object]:

@@ -70,7 +70,15 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
         return [Problem(operation_id, "operation", why, unreadable=True)]
     fault = chain_fault(events, head, key)
     if fault is not None:
-        problems.append(Problem(operation_id, fault.where, fault.why))
+        why = fault.why
+        if fault.at_start:
+            # Not even the first link verifies: an edit of it, or (far more often) a chain written
+            # under another CALLBOUND_AUDIT_KEY, or none. Say both; resume refuses it the same way.
+            why += (
+                " (not even the chain's first link verifies under this key: check that CALLBOUND_AUDIT_KEY "
+                "is the one it was written with, or unset if it was written without one)"
+            )
+        problems.append(Problem(operation_id, fault.where, why))
     chain = read_chain(events)
     # The journal's turns in order, each with the envelopes of its "results" rows. Turns are paired
     # with the chain's by position, not by response id: a provider may repeat an id in every turn.
