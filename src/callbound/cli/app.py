@@ -321,8 +321,12 @@ def _decide(
             Text.assemble(
                 ("warning:", "yellow"),
                 f" approval {approval_id} had expired at {decided.expires_at.isoformat()}; the decision is "
-                "recorded but cannot take effect: the call will not run, and resuming tells the model "
-                "APPROVAL_EXPIRED",
+                "recorded but cannot take effect: the call will not run, and resuming "
+                + (
+                    "stops the operation STOPPED(APPROVAL_EXPIRED)"
+                    if runner.policy.on_approval_expired == "stop"
+                    else "tells the model APPROVAL_EXPIRED"
+                ),
             ),
             highlight=False,
         )
