@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime, time
 from typing import Any
+from uuid import UUID
 
 import pytest
 from pydantic import BaseModel, Field
@@ -170,6 +172,44 @@ def test_canonical_keys_pass() -> None:
     assert isinstance(item, Execute) and item.args.m == {1: "a", -2: "b", 10: "c"}  # type: ignore[attr-defined]
     assert isinstance(plan(StrMap, '{"m": {"01": 1, "1": 2}}'), Execute)  # string keys are never merged
     assert isinstance(plan(BoolMap, '{"m": {"true": 1, "false": 0}}'), Execute)
+
+
+class DatetimeMap(BaseModel):
+    m: dict[datetime, int]
+
+
+class UuidMap(BaseModel):
+    m: dict[UUID, int]
+
+
+class TimeMap(BaseModel):
+    m: dict[time, int]
+
+
+class FloatMap(BaseModel):
+    m: dict[float, int]
+
+
+@pytest.mark.parametrize(
+    ("params", "raw"),
+    [
+        (DatetimeMap, '{"m": {"2024-05-01T12:30:00+00:00": 1}}'),
+        (DatetimeMap, '{"m": {"2024-01-01T00:00:00.000Z": 1}}'),
+        (UuidMap, '{"m": {"6BA7B810-9DAD-11D1-80B4-00C04FD430C8": 1}}'),
+        (TimeMap, '{"m": {"12:30": 1}}'),
+        (FloatMap, '{"m": {"1": 1}}'),
+    ],
+)
+def test_standard_spellings_of_other_key_types_pass(params: type[BaseModel], raw: str) -> None:
+    """A reviewer's regression: these spellings ran before the fold check and were then refused as
+    "not the canonical spelling"; only int keys have one spelling a model must use, and any key type
+    is refused when two keys actually merge."""
+    assert isinstance(plan(params, raw), Execute)
+
+
+def test_merged_keys_of_other_types_are_still_refused() -> None:
+    raw = '{"m": {"2024-05-01T12:30:00+00:00": 1, "2024-05-01T12:30:00Z": 2}}'
+    assert "m" in rejected(plan(DatetimeMap, raw))
 
 
 def test_models_that_cannot_fold_skip_the_walk() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import callbound as cb
+from callbound.runtime.verify import verify_store
 
 from .helpers import MODEL, final, make
 
@@ -35,6 +36,8 @@ async def test_a_final_answer_over_a_budget_is_stopped_not_completed(
     assert (out.state, out.reason) == (cb.State.STOPPED, reason)
     assert out.text == "Refunded."
     assert out.escalation is not None and out.escalation["reason"] == reason
+    # and the stored operation verifies: the text it keeps is the turn's that ended it (D20)
+    assert verify_store(h.store) == []
 
 
 async def test_a_final_answer_within_its_budgets_completes() -> None:

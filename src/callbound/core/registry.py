@@ -306,10 +306,13 @@ def _folded(value: Any, sent: Any, path: str) -> str | None:
         # Same length, so no two keys merged and both dicts keep the order the keys were sent in.
         for (sent_key, sent_item), (key, item) in zip(sent.items(), value.items(), strict=True):
             where = f"{here}.{sent_key}"
-            if not isinstance(key, str):
+            if isinstance(key, int):  # bool too
+                # "01", "+1", " 1" or "1_0" for an int: pydantic coerces them to one number, so
+                # another spelling of the same key could merge (D5: nothing coerced). Other key
+                # types (datetimes, UUIDs, floats) have several standard spellings of one value;
+                # only keys that actually merged (the length check above) are refused for them.
                 text = _key_text(key)
                 if text is not None and text != sent_key:
-                    # "01", "+1" or " 1" for an int: another spelling of the same key could merge
                     kind = type(key).__name__
                     return f"{where}.[key]: not the canonical spelling of a {kind} key (two could merge)"
             why = _folded(item, sent_item, where)

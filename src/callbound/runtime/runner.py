@@ -315,8 +315,15 @@ class Runner:
                 )
 
     def _stop(
-        self, op: Operation, reason: str, detail: str, target: State = State.STOPPED, **extra: Any
+        self,
+        op: Operation,
+        reason: str,
+        detail: str,
+        target: State = State.STOPPED,
+        ended_by: str | None = None,
+        **extra: Any,
     ) -> None:
+        """``ended_by``: the turn whose text ``op`` keeps (an answer over a budget): on the transition (D20)."""
         op.reason = reason
         op.escalation = {
             "reason": reason,
@@ -328,7 +335,8 @@ class Runner:
             "subject": op.subject,
             **extra,
         }
-        self._move(op, target, reason.lower(), reason=reason)
+        by = {} if ended_by is None else {"response_id": ended_by}
+        self._move(op, target, reason.lower(), reason=reason, **by)
         op.audit(self.clock.now(), "escalation", op.escalation, self.audit_key)
 
     async def _drive(self, op: Operation) -> Outcome:
@@ -378,15 +386,12 @@ class Runner:
     # ---- steps -----------------------------------------------------------------------------------
 
     def _offered_tools(self, op: Operation) -> list[dict[str, Any]]:
-        # Fix: requests always declared every tool of this runner's registry, so an operation resumed
-        # by a runner with a larger registry offered the model tools it was never given (and whose
-        # calls dispatch then rejects as UNKNOWN_TOOL). Declare only the operation's offered tools.
-        if set(op.offered) == set(self.registry.names()):
-            return list(self.tools)
+        # Only the operation's offered tools: a resuming runner's registry may be larger (D4).
         offered = set(op.offered)
-        rendered: list[dict[str, Any]] = self.adapter.render_tools(
-            [d for d in self.registry.declarations() if d.name in offered]
-        )
+        if offered == set(self.registry.names()):
+            return list(self.tools)
+        decls = [d for d in self.registry.declarations() if d.name in offered]
+        rendered: list[dict[str, Any]] = self.adapter.render_tools(decls)
         return rendered
 
     def _price(self, op: Operation) -> Price | None:
@@ -501,7 +506,9 @@ class Runner:
             op.text = turn.text  # kept either way: the answer came
             over = check_spend(op.budgets, op.spent)  # its own tokens may trip a budget (issue 2 §5)
             if isinstance(over, Stop):
-                self._stop(op, over.reason, over.detail, response_id=turn.response_id)
+                self._stop(
+                    op, over.reason, over.detail, ended_by=turn.response_id, response_id=turn.response_id
+                )
             else:
                 self._move(op, State.COMPLETED, "final_text", **ids)
         elif v.target is State.VALIDATING:
