@@ -326,14 +326,21 @@ def stream_cut_turn(api: str, provenance: Provenance, raw_sha256: str, response_
     )
 
 
-def too_large_turn(api: str, provenance: Provenance, raw_sha256: str, response_id: str | None) -> ModelTurn:
+def too_large_turn(
+    api: str,
+    provenance: Provenance,
+    raw_sha256: str,
+    response_id: str | None,
+    reason: str = "arguments_too_large",
+) -> ModelTurn:
+    """A byte cap tripped (D1): TRUNCATED(``reason``), no calls, not retried."""
     return failure_turn(
         api,
         provenance,
         raw_sha256,
         response_id=response_id,
         raw_stop_reason=None,
-        reason="arguments_too_large",
+        reason=reason,
         failure=Failure(kind="byte_cap", retryable=False),
         finish=Finish.TRUNCATED,
     )
@@ -424,16 +431,7 @@ def map_failure(
     if failure.kind == "stream_cut":
         return stream_cut_turn(api, provenance, digest, None)
     if failure.kind == "too_large":  # a plain body over StreamCaps.max_body_bytes, not read further
-        return failure_turn(
-            api,
-            provenance,
-            digest,
-            response_id=None,
-            raw_stop_reason=None,
-            reason="response_too_large",
-            failure=Failure(kind="byte_cap", retryable=False),
-            finish=Finish.TRUNCATED,
-        )
+        return too_large_turn(api, provenance, digest, None, "response_too_large")
     if failure.kind == "http":
         return http_error(error_object(raw), digest)
     return failure_turn(
