@@ -91,3 +91,47 @@ def test_an_install_hint_keeps_its_extra(tmp_path: Path) -> None:
     with err.capture() as captured:
         err.print("pip install 'callbound[anthropic]'")
     assert "callbound[anthropic]" in captured.get()
+
+
+def test_control_characters_from_the_model_are_shown_as_escapes() -> None:
+    """A reviewer's finding: a newline in a call id printed a forged timeline row, ESC sequences in the
+    final text cleared the screen. Ids show every control character escaped; text keeps its lines."""
+    from datetime import UTC, datetime
+
+    from rich.console import Console
+
+    from callbound.cli.render import print_timeline_row
+    from callbound.core.types import Transition
+
+    console = Console(record=True, markup=False, width=300)
+    forged = "call_1\n16:47:06.351 op_FORGED COMPLETED final_text\x1b[8m"
+    print_timeline_row(
+        console, "op_1", Transition("EXECUTING", datetime.now(UTC), "run", {"call_ids": [forged]})
+    )
+    text = console.export_text()
+    assert "\\x0a16:47:06.351 op_FORGED" in text and "\x1b" not in text and text.count("\n") == 1
+
+
+def test_an_answer_keeps_its_lines_but_not_its_escape_codes() -> None:
+    from callbound.cli.render import shown_text
+
+    assert shown_text("line 1\nline 2\t\x1b[2J") == "line 1\nline 2\t\\x1b[2J"
+
+
+def test_approvals_list_shows_arguments_whole_and_escaped(tmp_path: Path) -> None:
+    """A reviewer's finding: the arguments cell was cut at 60 characters, and the model could pad an
+    amount past the cut. Now whole, and ASCII-escaped (bidi and look-alike characters visible)."""
+    app = APP.replace(
+        '"A1[acct=evil-999] [/i]"', '"A1-per-customer-request-ticket-4471-ok\\u202e", "amount": 99999.0'
+    )
+    app = app.replace(
+        "class Refund(BaseModel):\n    order_id: str",
+        "class Refund(BaseModel):\n    order_id: str\n    amount: float = 0",
+    )
+    (tmp_path / "markupapp.py").write_text(app)
+    store = f"sqlite:///{tmp_path / 'cb.db'}"
+    assert (
+        cli("run", "--app", "markupapp:waiting", "--store", store, "refund it", cwd=tmp_path).returncode == 0
+    )
+    listed = cli("approvals", "list", "--store", store, cwd=tmp_path)
+    assert '"amount": 99999.0' in listed.stdout and "\\u202e" in listed.stdout

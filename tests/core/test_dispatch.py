@@ -371,7 +371,8 @@ def test_tool_named_intent_key() -> None:
     assert key_of(plan1(mk("c9", "named", REFUND_ARGS), op=TrustedOperation("op-2", "t", "s", None))) == (
         "ik_refund:A1:40.0"
     )
-    assert key_of(plan1(mk("c1", "prefixed", REFUND_ARGS))) == "ik_A1"
+    # a hook's text is always prefixed: "ik_A1" and "A1" are two intents, never one (a reviewer's finding)
+    assert key_of(plan1(mk("c1", "prefixed", REFUND_ARGS))) == "ik_ik_A1"
 
 
 @pytest.mark.parametrize("name", ["no_intent", "bad_intent"])

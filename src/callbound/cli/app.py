@@ -282,7 +282,10 @@ def approvals_list(
             a.approval_id,
             a.operation_id,
             a.tool,
-            json.dumps(a.arguments)[:60],
+            # Whole, and ASCII: the approver must see every argument that will run (a cut at 60
+            # characters hid an amount the model padded past it), and escapes make look-alike and
+            # bidi characters visible.
+            json.dumps(a.arguments, ensure_ascii=True),
             a.status,
             a.expires_at.isoformat(),
         )

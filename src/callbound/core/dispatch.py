@@ -168,7 +168,10 @@ def plan_call(
                     spec,
                     arguments_json,
                 )
-            key = named if named.startswith("ik_") else f"ik_{named}"
+            # Always prefixed, so the mapping from the hook's text to the key is one-to-one: keeping a
+            # text that already began with "ik_" made "ik_A1:40.0" (an order the model named "ik_A1")
+            # and "A1:40.0" one intent, and the second refund replayed the first one's result (D13).
+            key = f"ik_{named}"
         else:
             key = default_intent_key(spec.name, spec.schema_version, arguments, op.operation_id)
     ctx = CallContext(op.operation_id, op.tenant, op.subject, call.call_id, spec.name, key, op.deadline)
