@@ -459,6 +459,22 @@ async def test_resume_on_a_terminal_operation_is_a_usage_error() -> None:
         await h.runner.resume("op_missing")
 
 
+async def test_a_refused_resume_writes_nothing(tmp_path: Any) -> None:
+    """Found by a fuzzer: resume took the lease (moving the fencing token, D21) before it saw the
+    operation was finished. It now refuses first; the stored row stays as it was."""
+    from callbound.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "cb.db")
+    h = make([final("resp_1")], [get_order_tool()], store=store)  # type: ignore[arg-type]
+    out = await h.run()
+    before = store.load_operation(out.operation_id)
+    for _ in range(3):
+        with pytest.raises(cb.UsageError, match="finished operation cannot be resumed"):
+            await h.runner.resume(out.operation_id)
+    assert store.load_operation(out.operation_id) == before
+    store.close()
+
+
 async def test_a_new_runner_over_the_same_store_continues() -> None:
     refunds = Counter()
     h, out = await paused(

@@ -437,6 +437,20 @@ def resume_problems(runner: Runner, op: Operation, events: Sequence[AuditEvent])
     return out
 
 
+def refuse_finished(operation_id: str, state: object) -> None:
+    """``UsageError`` for a finished operation: there is nothing to drive. ``resume`` asks before it
+    takes the lease, so a refused resume writes nothing (taking a lease moves the fencing token)."""
+    if isinstance(state, str) and state in TERMINAL:
+        raise UsageError(f"operation {operation_id} is {state}; a finished operation cannot be resumed")
+
+
+def refuse_if_finished(store: Any, operation_id: str) -> None:
+    """``refuse_finished`` on the stored operation, if there is one (a missing one is reported later)."""
+    stored = store.load_operation(operation_id)
+    if stored is not None:
+        refuse_finished(operation_id, stored.head.get("state"))
+
+
 async def load_to_drive(
     runner: Runner, operation_id: str, fence: int | None = None
 ) -> tuple[Operation, Outcome | None]:
@@ -456,10 +470,7 @@ async def load_to_drive(
             f"operation {operation_id}: lease token {fence} is no longer current ({op.fence} is); "
             "another driver owns the operation now"
         )
-    if op.state in TERMINAL:
-        raise UsageError(
-            f"operation {operation_id} is {op.state.value}; a finished operation cannot be resumed"
-        )
+    refuse_finished(operation_id, op.state.value)
     fault = chain_fault(events, stored.head, runner.audit_key)
     if fault is not None and fault.at_start:
         raise UsageError(

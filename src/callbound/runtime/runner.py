@@ -50,7 +50,7 @@ from .clock import Clock, SystemClock
 from .crash import crash_point
 from .decisions import check_approver, record, withdraw_pending
 from .executing import execute_step, writes_only
-from .integrity import created_entry, load_to_drive
+from .integrity import created_entry, load_to_drive, refuse_if_finished
 from .lease import driving, until_paused_or_ended
 from .operation import Operation
 from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, priced
@@ -166,6 +166,7 @@ class Runner:
         """Record ``decisions`` and drive the operation on. Holds its lease meanwhile, so two drives
         never run one operation at once (``OperationBusy``); a drive of this host whose process is
         gone is taken over at once, anyone else's lease must expire first (D21)."""
+        refuse_if_finished(self.store, operation_id)  # before the lease: a refusal writes nothing
         async with driving(self.store, operation_id, self.lease_s) as fence:
             return await self.resume_leased(operation_id, decisions, fence=fence)
 
@@ -441,8 +442,7 @@ class Runner:
             raise
         except Exception as exc:  # D4: a failed request, never a crash half-way
             turn = raised_turn(self.adapter, self.settings.get("model"), op.operation_id, exc)
-        # The request's own time counts before any check below: a request that used up the deadline
-        # must stop the operation before its calls run (D14).
+        # The request's own time counts first: one that used up the deadline stops its calls (D14).
         self._tick(op)
         op.model_requests += 1
         self._account(op, turn, price)
