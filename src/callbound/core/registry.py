@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -18,7 +17,6 @@ from datetime import datetime
 from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import to_json
 
 from .canonical import canonical_sha256
 from .errors import UsageError
@@ -258,14 +256,11 @@ def _can_fold(schema: Any) -> bool:
     return False
 
 
-def _key_text(key: Any) -> str | None:
-    """How pydantic writes ``key`` as a JSON object key; None when it cannot say."""
-    try:
-        text = to_json({key: None})
-    except Exception:  # an exotic key type: only the merge check applies to it
-        return None
-    name = next(iter(json.loads(text)), None)
-    return name if isinstance(name, str) else None
+def _key_text(key: int) -> str:
+    """How pydantic writes an int (or bool) key as a JSON object key."""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
 
 
 def _folded(value: Any, sent: Any, path: str) -> str | None:
@@ -306,15 +301,13 @@ def _folded(value: Any, sent: Any, path: str) -> str | None:
         # Same length, so no two keys merged and both dicts keep the order the keys were sent in.
         for (sent_key, sent_item), (key, item) in zip(sent.items(), value.items(), strict=True):
             where = f"{here}.{sent_key}"
-            if isinstance(key, int):  # bool too
-                # "01", "+1", " 1" or "1_0" for an int: pydantic coerces them to one number, so
-                # another spelling of the same key could merge (D5: nothing coerced). Other key
-                # types (datetimes, UUIDs, floats) have several standard spellings of one value;
-                # only keys that actually merged (the length check above) are refused for them.
-                text = _key_text(key)
-                if text is not None and text != sent_key:
-                    kind = type(key).__name__
-                    return f"{where}.[key]: not the canonical spelling of a {kind} key (two could merge)"
+            # "01", "+1", " 1" or "1_0" for an int (bool too): pydantic coerces them to one number, so
+            # another spelling of the same key could merge (D5: nothing coerced). Other key types
+            # (datetimes, UUIDs, floats) have several standard spellings of one value; only keys that
+            # actually merged (the length check above) are refused for them.
+            if isinstance(key, int) and _key_text(key) != sent_key:
+                kind = type(key).__name__
+                return f"{where}.[key]: not the canonical spelling of a {kind} key (two could merge)"
             why = _folded(item, sent_item, where)
             if why is not None:
                 return why

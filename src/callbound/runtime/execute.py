@@ -192,18 +192,14 @@ async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[
                 return  # stop here: a human must look before anything else runs (D16)
 
 
-def _args(spec: ToolSpec, rec: CallRecord) -> Any:
-    assert rec.arguments_json is not None
-    return spec.validate_json(rec.arguments_json)
-
-
 def _args_or_refuse(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec) -> Any:
     """The call's arguments under the tool as the registry has it now, or None after sealing an
     INVALID_ARGUMENTS envelope. They were valid when the call was planned; a resume after a crash may
     run under a new deploy whose tool of the same name takes other arguments (D4: never an exception
     out of the loop; nothing runs on arguments its handler does not accept)."""
+    assert rec.arguments_json is not None
     try:
-        return _args(spec, rec)
+        return spec.validate_json(rec.arguments_json)
     except Exception as exc:  # pydantic's ValidationError, or a validator's own error
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         why = (
