@@ -7,6 +7,7 @@ executes the plan. Rejections are data (error envelopes for the model), never ex
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,7 +19,7 @@ from .arguments import parse_arguments
 from .canonical import canonical_json, sha256_hex
 from .errors import CanonicalizationError
 from .ids import default_intent_key
-from .registry import CallContext, Registry, ToolSpec, discard_awaitable, format_validation_error
+from .registry import CallContext, Registry, ToolSpec, discard_awaitable
 from .types import ToolCall
 
 # Error codes the model may receive. Stable: users match on them.
@@ -89,6 +90,87 @@ class TrustedOperation:
     deadline: datetime | None
 
 
+# D11: a rejection goes to the model as a result and, in stateless replay, again with every later
+# request, so what it echoes of the model's own text (key names, locations, call ids) is bounded.
+MAX_SHOWN_NAME = 64  # characters of one echoed name or location, after escaping
+MAX_ERROR_MESSAGE = 1024  # UTF-8 bytes of a whole rejection message
+_MAX_SHOWN_MSG = 160  # one validation error's own text (a validator's message may quote the input)
+_TAIL_ROOM = 40  # kept free for "; and N more errors"
+_TOKEN = re.compile(r"\s+|\S+")
+
+
+def shown(text: str, limit: int = MAX_SHOWN_NAME) -> str:
+    """``text`` as it may be shown back to the model: characters that do not print (controls, line
+    and paragraph separators, lone surrogates) escaped as ``repr`` writes them (``\\x00``, ``\\n``,
+    ``\\u2028``), then cut on a whole character after ``limit`` characters, with an ellipsis and the
+    number of characters left out."""
+    if len(text) <= limit and text.isprintable():
+        return text
+    out: list[str] = []
+    used = 0
+    for i, ch in enumerate(text):
+        piece = ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+        if used + len(piece) > limit:
+            return "".join(out) + f"…(+{len(text) - i} chars)"
+        out.append(piece)
+        used += len(piece)
+    return "".join(out)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _bounded(text: str, budget: int = MAX_ERROR_MESSAGE) -> str:
+    """A free text that may quote the model (a parser's or an adapter's reason): each word shortened
+    by ``shown``, the whole at most ``budget`` bytes of UTF-8, cut between words with an ellipsis.
+    Lazy: a 200 KB key costs one regex match and a few dozen characters, not a walk of all of it."""
+    out: list[str] = []
+    size = 0
+    for match in _TOKEN.finditer(text):
+        piece = shown(match.group())
+        n = _utf8_len(piece)
+        if size + n > budget - 3:  # 3: the ellipsis
+            out.append("…")
+            break
+        out.append(piece)
+        size += n
+    return "".join(out)
+
+
+def _schema_errors(exc: ValidationError, budget: int) -> str:
+    """Field paths and what was wrong, no input values (they may be sensitive); each location part
+    shortened, as many errors as fit in ``budget`` bytes, then how many more there were (D11)."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    parts: list[str] = []
+    size = 0
+    for n, err in enumerate(errors):
+        loc = ".".join(shown(str(p)) for p in err.get("loc", ())) or "$"
+        if len(loc) > 4 * MAX_SHOWN_NAME:  # deep nesting: the start says where
+            loc = loc[: 4 * MAX_SHOWN_NAME] + "…"
+        part = f"{loc}: {shown(str(err.get('msg', 'invalid')), _MAX_SHOWN_MSG)}"
+        cost = _utf8_len(part) + 2
+        if parts and size + cost > budget - _TAIL_ROOM:
+            parts.append(f"and {len(errors) - n} more errors")
+            break
+        parts.append(part)
+        size += cost
+    return "; ".join(parts)
+
+
+def _capped(text: str, budget: int = MAX_ERROR_MESSAGE) -> str:
+    """At most ``budget`` bytes of UTF-8, cut on a whole character (a last guard: the parts are
+    bounded already)."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= budget:
+        return text
+    return data[: budget - 3].decode("utf-8", "ignore") + "…"
+
+
+def _invalid(call: ToolCall, spec: ToolSpec, message: str, arguments_json: str | None = None) -> Reject:
+    return Reject(call, INVALID_ARGUMENTS, _capped(message), spec, arguments_json)
+
+
 def hook_verdict(fn: Callable[[], object]) -> tuple[bool, str | None]:
     """Run a user hook that answers yes or no: ``(answer, None)`` when it returned a real bool, else
     ``(False, why)``. Fail closed: only ``True`` is a yes. Its answer's truth value is never taken, so
@@ -122,34 +204,49 @@ def plan_call(
     spec = registry.get(call.name)
     if spec is None or (offered is not None and call.name not in offered):
         # Never echo an arbitrary model string back unbounded.
-        shown = call.name if isinstance(call.name, str) else repr(call.name)
+        name = call.name if isinstance(call.name, str) else repr(call.name)
         return Reject(
-            call, UNKNOWN_TOOL, f"unknown tool {shown[:100]!r}; call one of the tools you were given"
+            call, UNKNOWN_TOOL, f"unknown tool {name[:100]!r}; call one of the tools you were given"
         )
     if call.arguments_error is not None:
-        return Reject(call, INVALID_ARGUMENTS, f"arguments rejected: {call.arguments_error}", spec)
+        return _invalid(call, spec, _bounded(f"arguments rejected: {call.arguments_error}"))
     # Fix: ``call.arguments`` was trusted as given, so a ToolCall carrying a DuplicateKeyDict (object-style
     # arguments read with loads_body) ran with the last duplicate's value. Dispatch is the gate: check the
     # parsed dict the same way as raw arguments (D5).
     arguments, why = parse_arguments(call.arguments if call.arguments is not None else call.arguments_raw)
     if arguments is None:
-        return Reject(call, INVALID_ARGUMENTS, f"arguments rejected: {why}", spec)
+        return _invalid(call, spec, _bounded(f"arguments rejected: {why}"))
     try:
         arguments_json = canonical_json(arguments)
     except CanonicalizationError as exc:
-        return Reject(call, INVALID_ARGUMENTS, f"arguments rejected: {exc}", spec)
+        return _invalid(call, spec, _bounded(f"arguments rejected: {exc}"))
+    prefix = "arguments do not match the schema: "
     try:
         # Validate the values as sent, not their canonical text: RFC 8785 writes 1.0 as 1, which an
         # int field would accept although the model sent a float (D5). The parser kept 1.0 a float.
         args = spec.validate_json(json.dumps(arguments))
     except ValidationError as exc:
-        mismatch: str | None = format_validation_error(exc)
+        try:
+            mismatch: str | None = _schema_errors(exc, MAX_ERROR_MESSAGE - len(prefix))
+        except Exception:  # a validator's message whose text cannot be read
+            mismatch = "the arguments are not valid"
+    except Exception as exc:
+        # g19: a validator in the user's model raised something pydantic does not wrap (a KeyError from
+        # a lookup): the call is rejected, never an exception out of run() or resume() (D4). Its type
+        # only: its text may hold secrets, or be huge.
+        message = f"arguments could not be validated: the tool's schema raised {shown(type(exc).__name__)}"
+        return _invalid(call, spec, message, arguments_json)
     else:
-        mismatch = spec.folded(args, arguments)  # a set or an int-keyed map that dropped what was sent
+        try:
+            # a set or an int-keyed map that dropped what was sent; its text names the sent keys
+            folded = spec.folded(args, arguments)
+            mismatch = None if folded is None else _bounded(folded, MAX_ERROR_MESSAGE - len(prefix))
+        except Exception as exc:  # it walks the user's validated model (D4)
+            kind = shown(type(exc).__name__)
+            message = f"arguments could not be checked: reading the validated arguments raised {kind}"
+            return _invalid(call, spec, message, arguments_json)
     if mismatch is not None:
-        return Reject(
-            call, INVALID_ARGUMENTS, f"arguments do not match the schema: {mismatch}", spec, arguments_json
-        )
+        return _invalid(call, spec, prefix + mismatch, arguments_json)
     key: str | None = None
     base_ctx = CallContext(op.operation_id, op.tenant, op.subject, call.call_id, spec.name, None, op.deadline)
     if spec.is_write:
@@ -221,7 +318,7 @@ def plan_turn(
                 Reject(
                     call,
                     DUPLICATE_CALL_ID,
-                    f"call id {call.call_id!r} was used by {counts[call.call_id]} calls; none ran",
+                    f"call id '{shown(str(call.call_id))}' was used by {counts[call.call_id]} calls; none ran",
                 )
             )
             continue

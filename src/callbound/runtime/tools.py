@@ -2,8 +2,9 @@
 
 A handler's outcome is one of: ``ok`` (value), ``error`` (it raised), ``not_applied`` (it raised
 ``NotApplied``: the effect definitely did not happen), ``timeout``. For sync handlers a timeout does
-not stop the thread; ``still_running`` says whether it was still alive after the grace period, in
-which case nothing may reconcile yet (D16).
+not stop the thread; an async handler is cancelled, but may catch the cancellation and go on.
+``still_running`` says whether either was still alive after the grace period, in which case nothing
+may reconcile yet (D16).
 
 A handler that never started (``started`` False) did nothing: its job was still queued for a thread
 when its time was up, or the turn had no free slot for it in time. Such a job is withdrawn, never
@@ -102,32 +103,59 @@ class ToolExecutor:
         self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: _Slot | None
     ) -> HandlerOutcome:
         if is_async_callable(handler):
-            # cancelled in place on timeout: done when this returns, so the caller's hold covers it
-            return await self._run_async(handler, args, ctx, timeout_s)
+            return await self._run_async(handler, args, ctx, timeout_s, slot)
         return await self._run_sync(handler, args, ctx, timeout_s, slot)
 
     async def _run_async(
-        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float
+        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: _Slot | None
     ) -> HandlerOutcome:
+        # Its own task, not awaited in place under asyncio.timeout: a handler that catches the
+        # CancelledError and goes on (cleanup that sleeps, a loop that retries) held the call, and the
+        # deadline, for as long as it liked (g18). Now it is cancelled on timeout and waited for at most
+        # the grace period, like a sync handler's thread (D16). The task copies this context.
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(_invoke(handler, args, ctx), name="callbound-tool")
+        hold = _TaskHold(slot, loop.create_future())
+        _handler_tasks.add(task)
+        task.add_done_callback(hold.settled)
+        # one future and one timer (asyncio.wait adds a future, callbacks and a set each time: ~5 µs)
+        timer = loop.call_later(max(timeout_s, 0.0), _resolve, hold.ended)
         try:
-            # asyncio.timeout cancels the handler in place (no extra task, unlike wait_for).
-            async with asyncio.timeout(max(timeout_s, 0.0)):
-                value = await handler(args, ctx)
-        except TimeoutError:
-            # The handler was cancelled and has finished: nothing of it is still running.
-            return HandlerOutcome("timeout", message=f"the tool did not answer within {timeout_s:.3g}s")
-        except NotApplied as exc:
+            await hold.ended
+        except asyncio.CancelledError:
+            # The run itself is cancelled: so is the handler, as when it ran in place. Its cleanup gets
+            # the grace period, not more; the run's cancellation is not the tool's outcome to report.
+            task.cancel()
+            await asyncio.wait({task}, timeout=self.grace_s)
+            raise
+        finally:
+            timer.cancel()
+        if not task.done():
+            if slot is not None:
+                slot.overdue()
+            task.cancel()
+            # Ended within the grace: nothing of it still runs; what it returned counts for nothing.
+            # Still running after it: nothing may reconcile yet (D16). It stays referenced in
+            # _handler_tasks, and keeps its turn slot, until it ends.
+            finished, _ = await asyncio.wait({task}, timeout=self.grace_s)
+            return HandlerOutcome(
+                "timeout",
+                message=f"the tool did not answer within {timeout_s:.3g}s",
+                still_running=not finished,
+            )
+        hold.release()
+        if task.cancelled():
+            # Never cancelled by us (it was done in time): something the handler awaited was cancelled.
+            # A failure of the tool (for a write, an unknown outcome), not an exit from the loop (D4).
+            return HandlerOutcome("error", message=_safe_message(asyncio.CancelledError()))
+        exc = task.exception()
+        if exc is None:
+            return HandlerOutcome("ok", value=task.result())
+        if isinstance(exc, NotApplied):
             return HandlerOutcome("not_applied", message=_safe_message(exc))
-        except asyncio.CancelledError as exc:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # the run itself is being cancelled: not the tool's outcome to report
-            # Something the handler awaited was cancelled, not this run: a failure of the tool (for a
-            # write, an unknown outcome), never an exception that ends the loop (D4).
+        if isinstance(exc, Exception):
             return HandlerOutcome("error", message=_safe_message(exc))
-        except Exception as exc:
-            return HandlerOutcome("error", message=_safe_message(exc))
-        return HandlerOutcome("ok", value=value)
+        raise exc  # KeyboardInterrupt, SystemExit, other BaseExceptions: not the tool's outcome
 
     async def _run_sync(
         self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: _Slot | None
@@ -190,6 +218,40 @@ class ToolExecutor:
 
 _TIMED_OUT = object()
 _NOT_STARTED = object()
+
+# Async handlers' tasks until they end: the event loop keeps only weak references to tasks, and an
+# abandoned one (timed out, still running after its grace) must not be collected mid-flight.
+_handler_tasks: set[asyncio.Task[Any]] = set()
+
+
+async def _invoke(handler: Callable[..., Any], args: Any, ctx: CallContext) -> Any:
+    return await handler(args, ctx)  # the call itself inside the task: what it raises is the task's
+
+
+class _TaskHold:
+    """An async handler's task's own hold on its turn slot, given back once, when the task ends (or
+    when its result is taken): a task past its timeout keeps counting against max_parallel (D15).
+    ``ended`` is resolved when the task ends (or by the caller's timer)."""
+
+    __slots__ = ("ended", "slot")
+
+    def __init__(self, slot: _Slot | None, ended: asyncio.Future[None]) -> None:
+        self.slot = slot
+        self.ended = ended
+        if slot is not None:
+            slot.hold()
+
+    def release(self) -> None:
+        slot, self.slot = self.slot, None
+        if slot is not None:
+            slot.release()
+
+    def settled(self, task: asyncio.Task[Any]) -> None:
+        self.release()
+        _resolve(self.ended)
+        _handler_tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a late failure of an abandoned handler is not logged as lost
 
 
 def _not_started(timeout_s: float, why: str) -> HandlerOutcome:
