@@ -213,8 +213,16 @@ async def approvals_ready(runner: Runner, op: Operation) -> bool:
                 schema_version=spec.schema_version,
                 tool_digest=spec.definition_digest(),
             )
+            late = a.decided_at is not None and a.decided_at >= a.expires_at
             message = {
-                "APPROVAL_EXPIRED": "the approval for this call expired before anyone decided; it was not run",
+                # A decision recorded after the expiry is kept (D17) but never lets the call run; the
+                # model and the audit must not read it as "nobody decided".
+                "APPROVAL_EXPIRED": (
+                    f"the approval for this call expired at {a.expires_at.isoformat()}; the decision came "
+                    "after that and does not count, so it was not run"
+                    if late
+                    else "the approval for this call expired before anyone decided; it was not run"
+                ),
                 "APPROVAL_STALE": "the tool or policy changed since approval was asked; it was not run",
                 "DENIED": f"a human denied this call{': ' + a.reason if a.reason else ''}; it was not run",
             }.get(code or "", "")
