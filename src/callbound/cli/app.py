@@ -18,6 +18,7 @@ from rich.text import Text
 
 from ..core.errors import CallboundError, StoreError, UsageError
 from ..runtime.runner import Outcome
+from .ledger import ledger_app
 from .lifecycle import let_tool_handlers_finish, serve
 from .render import print_outcome, print_timeline_row, progress_printer
 
@@ -30,6 +31,7 @@ app.add_typer(demo_app, name="demo")
 app.add_typer(ops_app, name="ops")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(audit_app, name="audit")
+app.add_typer(ledger_app, name="ledger")
 
 # markup=False: what callbound prints holds model output, tool arguments and provider messages, whose
 # square brackets Rich would read as style tags (hiding part of the arguments an approver is shown,
@@ -209,8 +211,7 @@ def _print_waiting(outcome: Outcome, store: str, as_json: bool) -> None:
         return
     print_outcome(out, outcome)
     if store.startswith("memory:"):
-        # Fix: this printed approve/resume commands for "any shell", but an in-memory operation is
-        # gone when this process exits.
+        # Fix: no approve/resume commands "from any shell": an in-memory operation dies with this process.
         out.print(
             "\nWaiting for approval in the in-memory store, which is gone when this process exits: "
             "pass --approve or --deny, or --store sqlite:///callbound.db to continue from another shell."

@@ -8,6 +8,8 @@
     │   ├── ScriptExhausted        ScriptedModel has no response k (D24)
     │   ├── ApprovalAlreadyDecided another decision was recorded first (D17)
     │   ├── UnknownApproval        no approval with this id (or it belongs to another tenant)
+    │   ├── UnknownLedgerEntry     no idempotency-ledger entry for this tenant and key
+    │   ├── SettleRefused          the ledger entry may not be settled by hand now (D16)
     │   └── OperationExists        run()/submit() named an operation id the store already has (also a
     │                              StoreError: the store raises it)
     ├── ProtocolViolation          the model or provider broke its wire contract
@@ -22,6 +24,7 @@
     │   ├── ApprovalChanged        a commit would withdraw an approval someone has just decided (D17)
     │   ├── OperationBusy          another driver holds the operation's lease; wait, then resume (D21)
     │   ├── IntentTaken            another operation claimed the same intent first; decided again (D13)
+    │   ├── LedgerChanged          a ledger entry changed between a settle's read and its write (D13)
     │   └── OperationExists        (see UsageError)
     └── NotApplied                 raised by a write handler: the effect definitely did not happen (D16)
 
@@ -54,6 +57,28 @@ class ApprovalAlreadyDecided(UsageError):
 
 class UnknownApproval(UsageError):
     """No approval with this id exists (or it belongs to another tenant)."""
+
+
+class UnknownLedgerEntry(UsageError):
+    """The idempotency ledger holds no entry for this (tenant, key): a mistyped key or tenant, or an
+    intent never started."""
+
+    def __init__(self, tenant: str, key: str) -> None:
+        self.tenant, self.key = tenant, key
+        super().__init__(
+            f"no ledger entry for key {key} of tenant {tenant}; check the key and the tenant "
+            "(callbound ledger list shows them, the escalation record names the keys)"
+        )
+
+
+class SettleRefused(UsageError):
+    """A ledger entry may not be settled by hand in its present state (D16): it is settled already,
+    or the operation that holds it has not ended and is the one to reconcile it. ``reason`` says why
+    and what to do instead."""
+
+    def __init__(self, tenant: str, key: str, reason: str) -> None:
+        self.tenant, self.key, self.reason = tenant, key, reason
+        super().__init__(f"ledger entry {key} of tenant {tenant} was not settled: {reason}")
 
 
 class ProtocolViolation(CallboundError):
@@ -148,6 +173,19 @@ class IntentTaken(StoreError):
         super().__init__(
             f"intent {key} of tenant {tenant} was just started by operation {holder}; resume this "
             "operation to see that operation's outcome"
+        )
+
+
+class LedgerChanged(StoreError):
+    """A settle compares the ledger entry it decided on with the stored one and writes only if they
+    are equal; they were not (another operation claimed the intent, or recorded its outcome, or
+    someone settled it first). Nothing was written: read the entry again and decide again."""
+
+    def __init__(self, tenant: str, key: str) -> None:
+        self.tenant, self.key = tenant, key
+        super().__init__(
+            f"ledger entry {key} of tenant {tenant} changed since it was read, so nothing was written; "
+            "read it again (callbound ledger show) and decide again"
         )
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+from .canonical import canonical_bytes
+from .errors import CanonicalizationError, UsageError
+from .types import ok_result
 
 
 class LedgerStatus(StrEnum):
@@ -28,6 +33,10 @@ class LedgerEntry:
     # may still land at any moment, so no other operation may reconcile or re-run it (D16); only a
     # human, or the operation itself once resumed elsewhere, settles it.
     handler_alive: bool = False
+    # Set when a human settled the entry by hand (``settle``): {"by", "at" (ISO-8601 UTC), "note",
+    # "was" (the status before), "operation_id" (the operation that held it then)}. Saved only when
+    # set, so entries written before it existed read back unchanged.
+    settled: dict[str, Any] | None = None
     # Not saved: this entry takes the intent over (a fresh attempt's STARTED, or the UNKNOWN a
     # reconcile starts with), decided on the entry read before it: ``claim_over`` is that entry's
     # (operation_id, status), None when the ledger held nothing. The store refuses the commit
@@ -48,6 +57,7 @@ class LedgerEntry:
             "attempts": self.attempts,
             "lease_token": self.lease_token,
             **({"handler_alive": True} if self.handler_alive else {}),
+            **({"settled": self.settled} if self.settled is not None else {}),
         }
 
     @staticmethod
@@ -62,6 +72,7 @@ class LedgerEntry:
             int(d["attempts"]),
             d.get("lease_token"),
             bool(d.get("handler_alive", False)),
+            d.get("settled"),
         )
 
 
@@ -102,3 +113,100 @@ def decide(entry: LedgerEntry | None, *, held_elsewhere: bool = False) -> Ledger
     ):
         return LedgerAction.IN_PROGRESS
     return LedgerAction.RECONCILE
+
+
+# The data replayed to the model for an intent settled as applied without a result: it says the effect
+# happened, and nothing about who settled it or why (names and notes stay in the ledger).
+SETTLED_APPLIED: dict[str, Any] = {
+    "applied": True,
+    "detail": "an operator confirmed in the downstream system that this was carried out; no result "
+    "details were recorded",
+}
+
+
+def settle_refusal(entry: LedgerEntry, holder_ended: bool) -> str | None:
+    """Why a human may not settle ``entry`` now (None: they may). ``holder_ended``: the operation
+    that holds it has ended (a terminal state) or no longer exists.
+
+    Only an outcome nobody can tell is settled by hand (D16): an UNKNOWN entry, or a STARTED one left
+    by an operation that ended. SUCCEEDED and FAILED are settled already. An UNKNOWN or STARTED entry
+    of an operation that has not ended is that operation's to reconcile when it is driven again
+    (D16, D21), except an UNKNOWN entry whose handler was still running when its operation gave up on
+    it (``handler_alive``): no operation will ever reconcile it, so the human asserts its outcome."""
+    held_by = f"operation {entry.operation_id}"
+    if entry.status in (LedgerStatus.SUCCEEDED, LedgerStatus.FAILED):
+        done = (
+            "SUCCEEDED: its result is replayed to every later proposal of this intent"
+            if entry.status is LedgerStatus.SUCCEEDED
+            else "FAILED: definitely not applied, and the next proposal of this intent runs it again"
+        )
+        by = entry.settled.get("by") if entry.settled else None
+        return (
+            f"it is settled already ({done}"
+            + (f"; settled by {by} at {entry.settled.get('at')}" if entry.settled and by else "")
+            + "); there is nothing to settle"
+        )
+    if entry.status is LedgerStatus.UNKNOWN and entry.handler_alive:
+        return None
+    if holder_ended:
+        return None
+    if entry.status is LedgerStatus.STARTED:
+        return (
+            f"it is STARTED by {held_by}, which has not ended: its handler may be running right now. "
+            f"Let it finish, or resume it (callbound resume {entry.operation_id}; after a crash it "
+            f"reconciles the write itself), or cancel it (callbound ops cancel {entry.operation_id}), "
+            "then settle the entry if it is still open"
+        )
+    return (
+        f"it is UNKNOWN and {held_by} has not ended: that operation reconciles it when it is resumed. "
+        f"Resume it (callbound resume {entry.operation_id}) or cancel it (callbound ops cancel "
+        f"{entry.operation_id}) first, then settle the entry if it is still UNKNOWN"
+    )
+
+
+def settle(
+    entry: LedgerEntry,
+    *,
+    applied: bool,
+    result: dict[str, Any] | None,
+    by: str,
+    note: str,
+    at: datetime,
+) -> LedgerEntry:
+    """``entry`` settled by hand: someone (``by``) checked the downstream system and says whether the
+    effect happened. Applied: SUCCEEDED, and ``result`` (the tool's result data; None: a plain
+    "applied" record) is what every later proposal of the intent replays, without running the
+    handler. Not applied: FAILED, which the next proposal runs again (D16). The attempts are kept,
+    the handler is no longer taken as running, and the record of who settled it, when and why is
+    kept in the entry (``settled``). Pure: ``settle_refusal`` decides whether it may be done, the
+    store writes it only if the entry is still the one read."""
+    who = by.strip()
+    if not who:
+        raise UsageError("say who settles the entry: a non-empty name or identity (--by)")
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise UsageError("the settle time must be timezone-aware (UTC)")
+    if not applied and result is not None:
+        raise UsageError("a result can only be recorded for an effect that was applied")
+    model_result = ok_result(dict(SETTLED_APPLIED) if result is None else result) if applied else None
+    if model_result is not None:
+        try:
+            canonical_bytes(model_result)  # replayed and hashed into bindings: it must be exact JSON
+        except CanonicalizationError as exc:
+            raise UsageError(f"the result is not JSON that can be replayed exactly: {exc}") from exc
+    record = {
+        "by": who,
+        "at": at.astimezone(UTC).isoformat(),
+        "note": note,
+        "was": entry.status.value,
+        "operation_id": entry.operation_id,
+    }
+    return replace(
+        entry,
+        status=LedgerStatus.SUCCEEDED if applied else LedgerStatus.FAILED,
+        result=model_result,
+        handler_alive=False,
+        lease_token=None,
+        settled=record,
+        claim=False,
+        claim_over=None,
+    )

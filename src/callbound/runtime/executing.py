@@ -56,15 +56,18 @@ async def execute_step(runner: Runner, op: Operation) -> None:
         runner._stop(
             op,
             "OUTCOME_UNKNOWN",
-            # A STOPPED operation cannot be resumed, and no API settles a ledger entry: the human's
-            # part is the downstream system, and a new operation if work remains (docs/durability.md).
+            # A STOPPED operation cannot be resumed; the human checks the downstream system and
+            # settles each key in the ledger (runtime/settle.py), then starts a new operation.
             "a write's outcome is unknown and could not be reconciled, so this operation stopped; a "
-            "stopped operation cannot be resumed. Check the downstream system for these idempotency keys "
-            "and settle each effect there. The ledger keeps each key UNKNOWN: a later operation proposing "
-            "the same key goes through the tool's reconcile first and never re-runs it blindly, except "
-            "where the handler was still running when this operation gave up on it (handler_alive): "
-            "later operations are told IN_PROGRESS for that key, since the effect may still land (D16; "
-            "docs/durability.md, Idempotency). Then start a new operation if work remains",
+            "stopped operation cannot be resumed. Check the downstream system for these idempotency keys, "
+            "then settle each one in the ledger: callbound ledger settle <key> --tenant <tenant> "
+            "--applied|--not-applied --by <you> (applied: later proposals of the intent replay the "
+            "result; not applied: the next proposal runs it again). Until then the ledger keeps each key "
+            "UNKNOWN: a later operation proposing the same key goes through the tool's reconcile first "
+            "and never re-runs it blindly, except where the handler was still running when this "
+            "operation gave up on it (handler_alive): later operations are told IN_PROGRESS for that "
+            "key, since the effect may still land (D16; docs/durability.md, Idempotency). Then start a "
+            "new operation if work remains",
             call_ids=[r.call_id for r in unknown],
             idempotency_keys=[r.idempotency_key for r in unknown],
             tools=[r.tool for r in unknown],

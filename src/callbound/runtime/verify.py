@@ -186,7 +186,9 @@ def _envelope_problems(
             whys.append((f"ledger {ledger_key}", why))
         elif entry.status is LedgerStatus.SUCCEEDED and entry.result is not None:
             replayed = effect == "replayed"
-            if replayed or entry.operation_id == head["operation_id"]:
+            # A settled entry's result was recorded by a human (``callbound ledger settle``), not by
+            # this operation: only later replays of it are held to it.
+            if replayed or (entry.operation_id == head["operation_id"] and entry.settled is None):
                 ledger_results.setdefault((ledger_key, replayed), set()).add(p.get("result_sha256"))
                 ledger_entries[ledger_key] = entry
     trusted = TrustedCall(

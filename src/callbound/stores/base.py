@@ -59,6 +59,18 @@ class Store(Protocol):
 
     def ledger_get(self, tenant: str, key: str) -> LedgerEntry | None: ...
 
+    def ledger_list(
+        self, tenant: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[LedgerEntry]:
+        """Ledger entries, ordered by tenant, then key (code point order)."""
+        ...
+
+    def settle_ledger(self, expected: LedgerEntry, settled: LedgerEntry) -> None:
+        """Compare-and-set: replace the (tenant, key) entry with ``settled`` only if the stored entry,
+        read under the write lock, still equals ``expected`` (the one the settle was decided on);
+        otherwise change nothing and raise ``LedgerChanged``. ``settled`` names the same tenant and key."""
+        ...
+
     def get_approval(self, approval_id: str) -> PendingApproval | None: ...
 
     def list_approvals(

@@ -9,7 +9,15 @@ from typing import Any
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
-from ..core.errors import ApprovalChanged, IntentTaken, OperationExists, StaleLease, StoreError
+from ..core.errors import (
+    ApprovalChanged,
+    IntentTaken,
+    LedgerChanged,
+    OperationExists,
+    StaleLease,
+    StoreError,
+    UsageError,
+)
 from ..core.idempotency import LedgerEntry, claim_refused
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
 from .schema import utc
@@ -99,6 +107,26 @@ class MemoryStore:
     def ledger_get(self, tenant: str, key: str) -> LedgerEntry | None:
         with self._lock:
             return self._ledger.get((tenant, key))
+
+    def ledger_list(
+        self, tenant: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[LedgerEntry]:
+        with self._lock:
+            rows = [
+                e
+                for (t, _), e in sorted(self._ledger.items())
+                if (tenant is None or t == tenant) and (status is None or e.status.value == status)
+            ]
+        return rows[: max(limit, 0)]
+
+    def settle_ledger(self, expected: LedgerEntry, settled: LedgerEntry) -> None:
+        where = (expected.tenant, expected.key)
+        if (settled.tenant, settled.key) != where:
+            raise UsageError("a settled ledger entry must keep the tenant and key of the one it replaces")
+        with self._lock:
+            if self._ledger.get(where) != expected:
+                raise LedgerChanged(*where)
+            self._ledger[where] = settled
 
     def get_approval(self, approval_id: str) -> PendingApproval | None:
         with self._lock:

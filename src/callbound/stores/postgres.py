@@ -28,6 +28,7 @@ from ..core.audit import AuditEvent
 from ..core.errors import (
     ApprovalChanged,
     IntentTaken,
+    LedgerChanged,
     OperationExists,
     SchemaVersionError,
     StaleLease,
@@ -79,6 +80,10 @@ _CLAIM_LEDGER = (
 )
 # FOR UPDATE: a concurrent claim of the same key waits for this transaction, then reads its entry.
 _LEDGER_HOLDER = "SELECT operation_id, status FROM ledger WHERE tenant = %s AND key = %s FOR UPDATE"
+_LEDGER_ENTRY = "SELECT entry FROM ledger WHERE tenant = %s AND key = %s"
+_SETTLE_LEDGER = (
+    "UPDATE ledger SET operation_id = %s, status = %s, entry = %s::json WHERE tenant = %s AND key = %s"
+)
 # A commit's approval rows: new ones, or a pending one changed (withdrawn when its operation ends, or
 # expired). Never over a decided one, as _DECIDE never decides twice: an approver's decision recorded
 # after the writer read the approval would be lost, though the approver was told it was recorded. ON
@@ -443,12 +448,31 @@ class PostgresStore:
 
     def ledger_get(self, tenant: str, key: str) -> LedgerEntry | None:
         with self._lock, self._errors("reading the ledger"):
-            row = (
-                self._connection()
-                .execute("SELECT entry FROM ledger WHERE tenant = %s AND key = %s", (tenant, key))
-                .fetchone()
-            )
+            row = self._connection().execute(_LEDGER_ENTRY, (tenant, key)).fetchone()
         return None if row is None else LedgerEntry.from_dict(row[0])
+
+    def ledger_list(
+        self, tenant: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[LedgerEntry]:
+        where, params = _where((("tenant", tenant), ("status", status)))
+        # COLLATE "C": code point order, as SQLite's and MemoryStore's, whatever the database's locale
+        sql = f'SELECT entry FROM ledger{where} ORDER BY tenant COLLATE "C", key COLLATE "C" LIMIT %s'
+        with self._lock, self._errors("listing the ledger"):
+            rows = self._connection().execute(sql, (*params, max(limit, 0))).fetchall()
+        return [LedgerEntry.from_dict(r[0]) for r in rows]
+
+    def settle_ledger(self, expected: LedgerEntry, settled: LedgerEntry) -> None:
+        where = (expected.tenant, expected.key)
+        if (settled.tenant, settled.key) != where:
+            raise UsageError("a settled ledger entry must keep the tenant and key of the one it replaces")
+        data = dumps(settled.to_dict(), f"ledger entry {settled.key}")
+        with self._lock, self._errors(f"settling ledger entry {expected.key}"):
+            conn = self._connection()
+            with conn.transaction():  # FOR UPDATE: a claim of the key waits for this, or this for it
+                row = conn.execute(_LEDGER_ENTRY + " FOR UPDATE", where).fetchone()
+                if row is None or LedgerEntry.from_dict(row[0]) != expected:
+                    raise LedgerChanged(*where)  # rolls back
+                conn.execute(_SETTLE_LEDGER, (settled.operation_id, settled.status.value, data, *where))
 
     def get_approval(self, approval_id: str) -> PendingApproval | None:
         with self._lock, self._errors("reading an approval"):

@@ -30,6 +30,7 @@ from ..core.audit import AuditEvent
 from ..core.errors import (
     ApprovalChanged,
     IntentTaken,
+    LedgerChanged,
     OperationExists,
     SchemaVersionError,
     StaleLease,
@@ -93,6 +94,8 @@ _UPSERT_LEDGER = (
     "status = excluded.status, entry = excluded.entry"
 )
 _LEDGER_HOLDER = "SELECT operation_id, status FROM ledger WHERE tenant = ? AND key = ?"
+_LEDGER_ENTRY = "SELECT entry FROM ledger WHERE tenant = ? AND key = ?"
+_SETTLE_LEDGER = "UPDATE ledger SET operation_id = ?, status = ?, entry = ? WHERE tenant = ? AND key = ?"
 # A commit's approval rows: new ones, or a pending one changed (withdrawn when its operation ends, or
 # expired). Never over a decided one, as _DECIDE never decides twice: an approver's decision recorded
 # after the writer read the approval would be lost, though the approver was told it was recorded. The
@@ -455,10 +458,32 @@ class SQLiteStore(SQLiteLeases):
 
     def ledger_get(self, tenant: str, key: str) -> LedgerEntry | None:
         with self._lock, self._errors("reading the ledger"):
-            row = self._conn.execute(
-                "SELECT entry FROM ledger WHERE tenant = ? AND key = ?", (tenant, key)
-            ).fetchone()
+            row = self._conn.execute(_LEDGER_ENTRY, (tenant, key)).fetchone()
         return None if row is None else LedgerEntry.from_dict(json.loads(row[0]))
+
+    def ledger_list(
+        self, tenant: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[LedgerEntry]:
+        where, params = _where((("tenant", tenant), ("status", status)))
+        sql = f"SELECT entry FROM ledger{where} ORDER BY tenant, key LIMIT ?"  # BINARY: code point order
+        with self._lock, self._errors("listing the ledger"):
+            rows = self._conn.execute(sql, (*params, max(limit, 0))).fetchall()
+        return [LedgerEntry.from_dict(json.loads(r[0])) for r in rows]
+
+    def settle_ledger(self, expected: LedgerEntry, settled: LedgerEntry) -> None:
+        where = (expected.tenant, expected.key)
+        if (settled.tenant, settled.key) != where:
+            raise UsageError("a settled ledger entry must keep the tenant and key of the one it replaces")
+        data = dumps(settled.to_dict(), f"ledger entry {settled.key}")
+        with (
+            self._lock,
+            self._errors(f"settling ledger entry {expected.key}"),
+            self._transaction() as conn,  # BEGIN IMMEDIATE: no claim can land between read and write
+        ):
+            row = conn.execute(_LEDGER_ENTRY, where).fetchone()
+            if row is None or LedgerEntry.from_dict(json.loads(row[0])) != expected:
+                raise LedgerChanged(*where)  # rolls back
+            conn.execute(_SETTLE_LEDGER, (settled.operation_id, settled.status.value, data, *where))
 
     def get_approval(self, approval_id: str) -> PendingApproval | None:
         with self._lock, self._errors("reading an approval"):
