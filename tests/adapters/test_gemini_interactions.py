@@ -691,7 +691,9 @@ def test_unparseable_streamed_arguments_stay_raw() -> None:
     turn, _ = run_stream([sse(*events)])
     assert turn.finish is Finish.TOOL_PROPOSALS  # dispatch rejects the call with its error
     assert turn.calls[0].arguments is None and "duplicate" in str(turn.calls[0].arguments_error)
-    assert turn.continuation[0]["arguments"] == '{"a": 1, "a": 2}'
+    assert turn.calls[0].arguments_raw == '{"a": 1, "a": 2}'  # the raw text stays on the call (D5)
+    # The step goes back with an object, which FunctionCallStepParam requires (D8; review 9).
+    assert turn.continuation[0]["arguments"] == {"a": 2}
 
 
 def test_missing_terminal_is_a_cut_stream() -> None:

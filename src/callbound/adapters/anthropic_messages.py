@@ -32,6 +32,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..core.errors import ProtocolViolation
@@ -239,12 +240,17 @@ class _Assembler(MessageStream):
     def finish(self, raw_sha256: str) -> ModelTurn:
         prov = _provenance(self._model)
         rid = _str(self._message.get("id"))
+        # The usage read so far (message_start, message_delta) counts however the stream ended (D27):
+        # a cut or failed request that is retried has still been paid for, and token budgets add up
+        # every request (D12).
+        usage = _usage(self._usage)
         if self._aborted:
-            return too_large_turn(API, prov, raw_sha256, rid)
+            return replace(too_large_turn(API, prov, raw_sha256, rid), usage=usage)
         if self._error is not None:
-            return _error_turn(self._error, raw_sha256, None, {}, "error_event", rid, self._model)
+            turn = _error_turn(self._error, raw_sha256, None, {}, "error_event", rid, self._model)
+            return replace(turn, usage=usage)
         if not self._stopped:
-            return stream_cut_turn(API, prov, raw_sha256, rid)
+            return replace(stream_cut_turn(API, prov, raw_sha256, rid), usage=usage)
         # Before message(), which finalises every open block (a max_tokens cut skips content_block_stop).
         unfinished = any(block.tool_use and not block.done for block in self._blocks.values())
         msg, raw_inputs = self.message()

@@ -35,6 +35,8 @@ _DELTA_FIELDS = {
     "input_json_delta": "partial_json",
     "compaction_delta": "content",
 }
+# What a message_delta says about a refusal: once one said "refusal", no later delta changes these.
+_REFUSAL_KEYS = ("stop_reason", "stop_details")
 # Fields a delta carries whole (the SDK assigns them, never appends): the last delta wins.
 _WHOLE_FIELDS = {"signature", "encrypted_content"}
 # One content_block_delta exactly as the API sends it: compact, keys in this order, a string value
@@ -103,8 +105,8 @@ class MessageStream:
         return self._stopped
 
     def feed(self, event: dict[str, Any] | str) -> list[Progress]:
-        if not isinstance(event, dict) or self._aborted:
-            return []
+        if not isinstance(event, dict) or self._aborted or self._stopped:
+            return []  # after message_stop nothing changes the turn (``complete``)
         kind = event.get("type") or event.get("_event")
         index = event.get("index")
         if kind == "message_start" and isinstance(event.get("message"), dict):
@@ -124,7 +126,11 @@ class MessageStream:
                 return [CallReady(self._label(index))]
         elif kind == "message_delta":
             if isinstance(event.get("delta"), dict):
+                refused = self._delta.get("stop_reason") == "refusal"
+                held = {k: self._delta[k] for k in _REFUSAL_KEYS if k in self._delta} if refused else {}
                 self._delta.update(event["delta"])
+                # D31: a refusal wins over everything else in the turn, a later stop_reason included.
+                self._delta.update(held)
             if isinstance(event.get("usage"), dict):
                 # Cumulative counts: replace, never add (D27). The input and cache counts are optional
                 # here and may be null (SDK MessageDeltaUsage): a null keeps message_start's count.
@@ -199,6 +205,8 @@ class MessageStream:
         whole. Runs once per event, hence inlined."""
         blocks = self._blocks  # never rebound: clear() empties it in place
         for event in events:
+            if self._stopped:
+                return  # nothing after message_stop is even decoded (``stream.feed_events``)
             found = _DELTA_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
             if found is None:
                 feed_one(self, event, on_progress)  # decoded and fed whole: the reference path

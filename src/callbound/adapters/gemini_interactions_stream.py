@@ -13,7 +13,7 @@ from bisect import bisect_left, insort
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.arguments import parse_arguments
+from ..core.arguments import loads_body, parse_arguments
 from ..core.model import ProgressCallback
 from ..core.types import (
     ArgumentsProgress,
@@ -36,6 +36,7 @@ from .gemini_interactions import (
     API,
     _provenance,
     _real_id,
+    _usage,
     error_turn,
     turn_from_interaction,
 )
@@ -61,6 +62,22 @@ def _fragment(delta: dict[str, Any]) -> Any:
     run with the ``{}`` of its ``step.start`` snapshot and put a stray key into the replay (D5, D8)."""
     value = delta.get("arguments")
     return value if isinstance(value, str) else delta.get("partial_arguments")
+
+
+def _echoed(raw: str) -> dict[str, Any]:
+    """The ``arguments`` object a streamed call's step goes back with (D8): the API takes an object
+    only (the SDK's FunctionCallStepParam), so text the strict parser refuses (D5) goes back as the
+    object the lenient body reader makes of it (duplicate keys: the last value, as a plain body's
+    object is echoed), and text that is no JSON object at all as ``{}``. The call itself carries the
+    raw text and its arguments error either way."""
+    parsed, _ = parse_arguments(raw)
+    if parsed is not None:
+        return parsed
+    try:
+        lenient = loads_body(raw)
+    except (ValueError, RecursionError):
+        return {}
+    return lenient if isinstance(lenient, dict) else {}
 
 
 def _list_in(item: dict[str, Any], key: str) -> list[Any]:
@@ -103,6 +120,7 @@ class _Assembler:
         self._legacy = False
         self._terminal: dict[str, Any] | None = None
         self._error: dict[str, Any] | None = None
+        self._usage: dict[str, Any] | None = None  # running totals (metadata.total_usage, step.stop usage)
         self._aborted = False
 
     @property
@@ -154,10 +172,15 @@ class _Assembler:
         return True
 
     def feed(self, event: dict[str, Any] | str) -> list[Progress]:
-        if not isinstance(event, dict) or self._aborted:
-            return []  # "[DONE]" (tolerated by the SDK) ends nothing: the terminal event does
+        if not isinstance(event, dict) or self._aborted or self._terminal is not None:
+            # "[DONE]" (tolerated by the SDK) ends nothing: the terminal event does, and nothing after
+            # it changes the turn (``complete``)
+            return []
         kind = event.get("event_type") or event.get("_event")
         index = event.get("index")
+        meta = event.get("metadata")  # optional on any event (SDK StepDeltaMetadata)
+        if isinstance(meta, dict) and isinstance(meta.get("total_usage"), dict):
+            self._usage = meta["total_usage"]
         if kind in ("interaction.created", "interaction.start"):
             inter = event.get("interaction")
             if isinstance(inter, dict):
@@ -184,6 +207,8 @@ class _Assembler:
             if isinstance(delta, dict):
                 return self._delta(index, delta)
         elif kind in ("step.stop", "content.stop") and isinstance(index, int):
+            if isinstance(event.get("usage"), dict):  # the request's usage so far (step_usage: the step's)
+                self._usage = event["usage"]
             return self._stop(index)
         return []
 
@@ -234,6 +259,8 @@ class _Assembler:
         ``_ARGUMENTS_DATA`` on a frame's data) as ``feed`` would read its payload; every other event
         is decoded and fed whole. Runs once per event, hence inlined."""
         for event in events:
+            if self._terminal is not None:
+                return  # nothing after the terminal event is even decoded (``stream.feed_events``)
             found = _ARGUMENTS_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
             if found is None:
                 feed_one(self, event, on_progress)  # decoded and fed whole: the reference path
@@ -256,10 +283,7 @@ class _Assembler:
         if item.get("type") == "function_call":
             if fragments:
                 raw = self._raw[index] = join_fragments(fragments)
-                parsed, _ = parse_arguments(raw)
-                # The object goes back in the continuation; unparseable text stays as received and the
-                # call carries the arguments error.
-                item["arguments"] = parsed if parsed is not None else raw
+                item["arguments"] = _echoed(raw)
             return [CallReady(self._cid(index))]
         return []
 
@@ -267,8 +291,7 @@ class _Assembler:
         texts = self._texts.get(index)
         if item.get("type") == "function_call" and self._args.get(index):  # no step.stop came
             raw = self._raw[index] = join_fragments(self._args[index])
-            parsed, _ = parse_arguments(raw)
-            item = {**item, "arguments": parsed if parsed is not None else raw}
+            item = {**item, "arguments": _echoed(raw)}
         value = item.get("content")
         blocks: list[Any] = value if isinstance(value, list) else []
         if not isinstance(value, list | None) and item.get("type") == "model_output":
@@ -293,17 +316,22 @@ class _Assembler:
 
     def finish(self, raw_sha256: str) -> ModelTurn:
         prov = _provenance(self._model)
+        # The running usage read so far counts however the stream ended (D27): a cut or failed request
+        # that is retried has still been paid for, and token budgets add up every request (D12).
+        usage = _usage(self._usage)
         if self._aborted:
-            return too_large_turn(API, prov, raw_sha256, self._rid)
+            return dataclasses.replace(too_large_turn(API, prov, raw_sha256, self._rid), usage=usage)
         if self._error is not None:
             turn = error_turn(self._error, raw_sha256, None, {}, "error_event", self._model)
-            return turn if self._rid is None else dataclasses.replace(turn, response_id=self._rid)
+            return dataclasses.replace(turn, response_id=self._rid or turn.response_id, usage=usage)
         if self._terminal is None:
-            return stream_cut_turn(API, prov, raw_sha256, self._rid)
+            return dataclasses.replace(stream_cut_turn(API, prov, raw_sha256, self._rid), usage=usage)
         inter = dict(self._terminal)
         if not _real_id(inter.get("id")):
             inter["id"] = self._rid
         inter.setdefault("model", self._model)
+        if not isinstance(inter.get("usage"), dict) and self._usage is not None:
+            inter["usage"] = self._usage  # a terminal event without usage: the running totals
         order = sorted(self._items)
         items = [self._build(i, self._items[i]) for i in order]
         if not items and isinstance(inter.get("steps" if not self._legacy else "outputs"), list):

@@ -27,7 +27,16 @@ from .base import (
     stream_cut_turn,
     too_large_turn,
 )
-from .gemini_generate import API, _count, _first_candidate, _provenance, error_turn, turn_from_body
+from .gemini_generate import (
+    API,
+    REFUSAL_REASONS,
+    _count,
+    _first_candidate,
+    _provenance,
+    _usage,
+    error_turn,
+    turn_from_body,
+)
 from .gemini_schema import PartialArgs
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
 from .stream import feed_one
@@ -179,8 +188,10 @@ class _Assembler:
                 if self._aborted:
                     return []
         if isinstance(cand.get("finishReason"), str):
-            self._finish = cand["finishReason"]
-            self._finish_message = cand.get("finishMessage")
+            if self._finish not in REFUSAL_REASONS:
+                # D31: a refusal wins over everything else in the turn, a later STOP included.
+                self._finish = cand["finishReason"]
+                self._finish_message = cand.get("finishMessage")
             if self._open is not None:  # D34: finalised at the finish chunk; it must parse
                 out.extend(self._close(at_finish=True))
         return out
@@ -273,18 +284,22 @@ class _Assembler:
     def finish(self, raw_sha256: str) -> ModelTurn:
         model = self._model or self._model_version
         prov = _provenance(model)
+        # The running usage read so far counts however the stream ended (D27): a cut or failed request
+        # that is retried has still been paid for, and token budgets add up every request (D12).
+        usage = _usage(self._usage)
         if self._aborted:
-            return too_large_turn(API, prov, raw_sha256, self._rid)
+            return dataclasses.replace(too_large_turn(API, prov, raw_sha256, self._rid), usage=usage)
         if self._error is not None:
             turn = error_turn(self._error, raw_sha256, None, {}, "error_event", model)
-            return dataclasses.replace(turn, response_id=self._rid or turn.response_id)
+            return dataclasses.replace(turn, response_id=self._rid or turn.response_id, usage=usage)
         if self._malformed is not None:
             return failure_turn(
                 API, prov, raw_sha256, response_id=self._rid, raw_stop_reason=self._finish,
                 reason="malformed_stream", failure=Failure("error_event", True, None, None, self._malformed),
+                usage=usage,
             )  # fmt: skip
         if self._finish is None and self._feedback is None:
-            return stream_cut_turn(API, prov, raw_sha256, self._rid)
+            return dataclasses.replace(stream_cut_turn(API, prov, raw_sha256, self._rid), usage=usage)
         parts: list[dict[str, Any]] = []
         for p in self._parts:
             if isinstance(p, _TextRun):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..core.model import ProgressCallback
@@ -28,6 +29,7 @@ from .openai_chat import (
     _error_turn,
     _provenance,
     _str,
+    _usage,
     is_first_choice,
     turn_from_completion,
 )
@@ -276,7 +278,9 @@ class _Assembler:
                 self._legacy = self._legacy or _Slot()
                 self._fragment(self._legacy, "#legacy", delta["function_call"], {}, out)
         reason = choice.get("finish_reason")
-        if isinstance(reason, str) and self._finish_reason is None:
+        # The first finish_reason stays, unless a later one is content_filter: a refusal signal wins
+        # over everything else in the turn (D31).
+        if isinstance(reason, str) and (self._finish_reason is None or reason == "content_filter"):
             self._finish_reason = reason
 
     def _ready(self) -> list[Progress]:
@@ -388,11 +392,13 @@ class _Assembler:
         whole. Runs once per event, hence inlined."""
         slots = self._slots  # never rebound: clear() empties it in place
         for event in events:
+            if self._done:
+                return  # nothing after [DONE] is even decoded (``stream.feed_events``)
             found = _FRAGMENT_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
             if found is None or found[3] is None:  # no choices: let feed() decide
                 feed_one(self, event, on_progress)  # decoded and fed whole: the reference path
                 continue
-            if self._aborted or self._done:
+            if self._aborted:
                 continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
             response_id, model, index_text, args = found.groups()
             if self._response_id is None and response_id:  # "" is no id, as in feed()
@@ -452,18 +458,23 @@ class _Assembler:
 
     def finish(self, raw_sha256: str) -> ModelTurn:
         prov = _provenance(self._model)
+        raw_usage = self._usage if self._usage is not None else self._choice_usage
+        # The usage read so far counts however the stream ended (D27): a cut or failed request that is
+        # retried has still been paid for, and token budgets add up every request (D12).
+        usage = _usage(raw_usage)
         if self._aborted:
-            return too_large_turn(API, prov, raw_sha256, self._response_id)
+            return replace(too_large_turn(API, prov, raw_sha256, self._response_id), usage=usage)
         if self._error is not None:
-            return _error_turn(
+            turn = _error_turn(
                 self._error, raw_sha256, None, {}, "error_event", self._response_id, self._model
             )
+            return replace(turn, usage=usage)
         if not self._done or self._finish_reason is None:
-            return stream_cut_turn(API, prov, raw_sha256, self._response_id)
+            return replace(stream_cut_turn(API, prov, raw_sha256, self._response_id), usage=usage)
         resp = {
             "id": self._response_id,
             "model": self._model,
             "choices": [{"index": 0, "message": self.message(), "finish_reason": self._finish_reason}],
-            "usage": self._usage if self._usage is not None else self._choice_usage,
+            "usage": raw_usage,
         }
         return turn_from_completion(resp, raw_sha256)

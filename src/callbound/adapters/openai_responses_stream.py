@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..core.model import ProgressCallback
@@ -33,6 +34,7 @@ from .openai_responses import (
     _event_error_fields,
     _provenance,
     _retryable_code,
+    _usage,
     says_unfinished,
     turn_from_response,
 )
@@ -152,8 +154,8 @@ class _Assembler:
         return [CallStarted(pid, name if isinstance(name, str) else "")]
 
     def feed(self, event: dict[str, Any] | str) -> list[Progress]:
-        if not isinstance(event, dict) or self._aborted:
-            return []
+        if not isinstance(event, dict) or self._aborted or self._terminal is not None:
+            return []  # after the terminal event nothing changes the turn (``complete``)
         kind = event.get("type") or event.get("_event")
         if kind in ("response.created", "response.in_progress", "response.queued"):
             resp = event.get("response")
@@ -230,8 +232,12 @@ class _Assembler:
             status = str(kind).split(".", 1)[1]
             if not isinstance(resp, dict):
                 resp = {"status": status}
-            elif not isinstance(resp.get("status"), str):
-                # a snapshot without its status: the terminal event's name says it (completed, ...)
+            elif status != "completed" or not isinstance(resp.get("status"), str):
+                # The event's name is the provider's explicit signal (D1: only an explicit completion is
+                # success): response.failed and response.incomplete say so whatever their snapshot's
+                # status, and a snapshot without its status takes the name's. A response.completed
+                # whose snapshot says otherwise (failed, in_progress) is judged by the snapshot, which
+                # is then no success either.
                 resp = {**resp, "status": status}
             self._terminal = resp
             return []
@@ -292,6 +298,8 @@ class _Assembler:
         from its match as ``feed`` would read its payload; every other event is decoded and fed whole.
         Runs once per event, hence inlined."""
         for event in events:
+            if self._terminal is not None:
+                return  # nothing after the terminal event is even decoded (``stream.feed_events``)
             found = _DELTA_DATA.fullmatch(event[1]) if isinstance(event, tuple) else event
             if found is None:
                 feed_one(self, event, on_progress)  # decoded and fed whole: the reference path
@@ -388,8 +396,10 @@ class _Assembler:
                 resp["model"] = self._model
             if self._error is not None and resp.get("status") != "failed":
                 # An error event says the response failed, whatever terminal event follows it: its calls
-                # must not run (D1), as on every other API.
-                return self._error_turn(prov, raw_sha256, resp["id"])
+                # must not run (D1), as on every other API. The terminal's usage still counts (D27).
+                return replace(
+                    self._error_turn(prov, raw_sha256, resp["id"]), usage=_usage(resp.get("usage"))
+                )
             if resp.get("status") == "failed" and not resp.get("error") and self._error is not None:
                 etype, code = _event_error_fields(self._error)
                 resp["error"] = {"type": etype, "code": code}

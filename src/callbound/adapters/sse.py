@@ -19,7 +19,8 @@ line goes through the per-line reader, which defines the semantics.
 
 Bounded (``max_event``): the text held for an event not yet complete (its data lines and a line not
 yet ended) may not grow past ``max_event`` characters; past it the reader raises ``EventTooLarge`` and
-is done. Only input larger than the limit is checked event by event, so the common path pays one
+is done. Before a failure (``EventTooLarge``, bytes that are not UTF-8) the events complete before the
+bad point are still read (``read_into``), so where the chunks were split never decides them. Only input larger than the limit is checked event by event, so the common path pays one
 length check per chunk.
 
 Events are handed on as ``Frame`` tuples (event name, data): ``SSEEvent`` objects are built only by the
@@ -127,25 +128,40 @@ class SSEReader:
     def feed_frames(self, chunk: bytes | str) -> list[Frame]:
         """``feed``, with each event as an (event name, data) tuple."""
         # Without a recogniser every item is a frame.
-        return cast(list[Frame], self._feed(chunk, None))
+        return cast(list[Frame], self.feed_events(chunk, None))
 
     def feed_events(self, chunk: bytes | str, recognise: Recogniser | None) -> list[RawEvent]:
         """``feed_frames``, but an event whose whole text ``recognise`` matches is handed on as that
         match instead of a frame, and is not split into lines at all (the common case, made cheap:
         see ``simple_event`` for what a recogniser may match). Only LF-framed events with nothing
         carried over from an earlier chunk are offered to it."""
-        return self._feed(chunk, recognise)
+        out: list[RawEvent] = []
+        self.read_into(chunk, recognise, out)
+        return out
 
-    def _feed(self, chunk: bytes | str, recognise: Recogniser | None) -> list[RawEvent]:
+    def read_into(self, chunk: bytes | str, recognise: Recogniser | None, out: list[RawEvent]) -> None:
+        """``feed_events``, appending to ``out``. When the chunk holds bytes that are not UTF-8, or an
+        event that grows past ``max_event``, the events complete before that point are in ``out``
+        when ``ProtocolViolation`` (``EventTooLarge``) is raised, as if the chunk had ended there:
+        how the bytes were split into chunks never changes which events are read before a failure."""
         if isinstance(chunk, bytes):
+            buffered = self._decoder.getstate()[0]
             try:
                 text = self._decoder.decode(chunk)
             except UnicodeDecodeError as exc:
+                # The bytes before the first bad one are whole characters (exc.start counts from the
+                # bytes held back from the previous chunk): read them, then fail.
+                good = (buffered + chunk)[: exc.start].decode("utf-8")
+                self._decoder.reset()  # the held bytes are in good now: never decoded twice
+                if good:
+                    self._read_text(good, recognise, out)
                 raise ProtocolViolation(f"stream is not UTF-8: {exc}") from exc
         else:
             text = chunk
-        if not text:
-            return []
+        if text:
+            self._read_text(text, recognise, out)
+
+    def _read_text(self, text: str, recognise: Recogniser | None, out: list[RawEvent]) -> None:
         if not self._started:
             self._started = True
             text = text.removeprefix("\ufeff")
@@ -161,10 +177,14 @@ class SSEReader:
                     self._held += len(text)
                     if self._held > self._max:
                         raise EventTooLarge(self._max)
-            return []
+            return
         head, tail = text[: last + 1], text[last + 1 :]
-        if self._max is not None:
-            self._check(head, tail)
+        stop = self._check(head, tail) if self._max is not None else None
+        if stop is not None:
+            # Some event grows past the limit at head[stop:]: the whole lines before it are read first.
+            if stop == 0:
+                raise EventTooLarge(cast(int, self._max))
+            head, tail = head[:stop], ""
         if self._parts:
             self._parts.append(head)
             head = "".join(self._parts)
@@ -173,27 +193,31 @@ class SSEReader:
             self._parts.append(tail)
         # A CR that ends the chunk may be the first half of a CRLF whose LF comes in the next chunk.
         self._pending_cr = not tail and head.endswith("\r")
-        out: list[RawEvent] = []
         if self._mode == "sse" and "\r" not in head:
             self._read_blocks(head, recognise, out)
         else:
             self._read_lines(head, out)
+        if stop is not None:
+            raise EventTooLarge(cast(int, self._max))
         if self._max is not None:
             self._held = len(tail) + (sum(len(d) for d in self._data) if self._data else 0)
-        return out
 
-    def _check(self, head: str, tail: str) -> None:
-        """Raise ``EventTooLarge`` if reading ``head`` (whole lines) would make some event hold more than
-        the limit, or the event left open plus ``tail`` (a line not yet ended) would. What an event
-        holds is its data values (a JSON-lines payload: its line); other fields are not kept. The text
-        is measured line by line only when, with what is held already, it could go over."""
+    def _check(self, head: str, tail: str) -> int | None:
+        """Where in ``head`` (whole lines) reading must stop because some event would hold more than the
+        limit from there on, or ``len(head)`` when the event left open plus ``tail`` (a line not yet
+        ended) would; None when neither happens. What an event holds is its data values (a JSON-lines
+        payload: its line); other fields are not kept. The text is measured line by line only when,
+        with what is held already, it could go over."""
         limit = cast(int, self._max)
         if self._held + len(head) + len(tail) <= limit:
-            return
+            return None
         partial = "".join(self._parts)  # the start of head's first line
         size = self._held - len(partial)  # the open event's data values
         mode = self._mode
-        for line in _LINE_END.split(partial + head)[:-1]:
+        text = partial + head
+        start = 0  # where the current line starts in text
+        for end in _LINE_END.finditer(text):
+            line = text[start : end.start()]
             if mode is None and line.strip():  # decided as _line decides it
                 mode = "jsonl" if line.strip().startswith(("{", "[")) else "sse"
             jsonl = mode == "jsonl"
@@ -204,9 +228,11 @@ class SSEReader:
             elif line.startswith("data:"):
                 size += len(line) - (6 if line.startswith("data: ") else 5)
             if size > limit:
-                raise EventTooLarge(limit)
+                return max(0, start - len(partial))
+            start = end.end()
         if (0 if mode == "jsonl" else size) + len(tail) > limit:
-            raise EventTooLarge(limit)
+            return len(head)
+        return None
 
     def _read_lines(self, text: str, out: list[RawEvent]) -> None:
         """Whole lines (``text`` ends with a line end), one at a time."""
@@ -353,8 +379,16 @@ def iter_payloads(chunks: Iterable[bytes | str]) -> Iterator[dict[str, Any] | st
     """Decode a whole stream (SSE or JSON-lines), yielding payloads in order."""
     reader = SSEReader()
     for chunk in chunks:
-        for name, data in reader.feed_frames(chunk):
+        frames: list[RawEvent] = []
+        failure: ProtocolViolation | None = None
+        try:
+            reader.read_into(chunk, None, frames)
+        except ProtocolViolation as exc:
+            failure = exc  # the events before the bad bytes still come first
+        for name, data in cast(list[Frame], frames):
             yield decode_frame(name, data)
+        if failure is not None:
+            raise failure
     for name, data in reader.close_frames():
         yield decode_frame(name, data)
 

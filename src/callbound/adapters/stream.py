@@ -11,6 +11,12 @@ match without building the payload dict. Every other event arrives as an (event 
 An assembler's ``feed_events`` must behave exactly as the module function ``feed_events``, which
 decodes every event and calls ``feed``: same turn, same progress events in the same order, same
 exception at the same event.
+
+The terminal event (issue 3 §4, D1). Once an assembler is ``complete``, nothing after it changes the
+turn: its ``feed`` ignores every later event, ``feed_events`` stops decoding them (a later event that
+is not JSON raises nothing), and ``StreamFeed`` reads no further bytes. A live transport stops reading
+at the first chunk boundary after the terminal event; ``callbound parse`` and ``ScriptedModel`` read
+on: both get the same turn, however the bytes were split into chunks.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ..core.errors import EventTooLarge
+from ..core.errors import EventTooLarge, ProtocolViolation
 from ..core.model import ProgressCallback
 from ..core.types import ModelTurn
 from .base import StreamAssembler, response_too_large
@@ -67,8 +73,11 @@ def feed_events(
 ) -> None:
     """Decode each event and feed it: the reference every ``feed_events`` method must match.
 
-    An event that is not JSON raises ``ProtocolViolation`` after the events before it were fed."""
+    An event that is not JSON raises ``ProtocolViolation`` after the events before it were fed. Once
+    the assembler is ``complete`` the rest is not even decoded (see the module docstring)."""
     for event in events:
+        if getattr(assembler, "complete", False):
+            return
         progress = assembler.feed(decode_raw(event))
         if on_progress is not None:
             for item in progress:
@@ -79,7 +88,9 @@ class StreamFeed:
     """Feed raw chunks as they arrive, ``close`` at the end of input, then ``finish``.
 
     ``feed`` and ``close`` raise ``ProtocolViolation`` for input that is not UTF-8 or an event that
-    is not JSON; the events before it have been fed. ``finish`` hands the assembler the SHA-256 of
+    is not JSON; the events before it have been fed. Once the assembler is ``complete`` (its terminal
+    event came) no further byte is read, so nothing after the terminal event can fail or change the
+    turn (see the module docstring). ``finish`` hands the assembler the SHA-256 of
     every byte fed (D7). ``events`` counts the events fed.
 
     ``max_event`` (``StreamCaps.max_body_bytes`` in the transports): an event that grows past it
@@ -132,16 +143,25 @@ class StreamFeed:
         if self.too_large:
             return
         self._digest.update(chunk)
+        if self.complete:
+            return  # the terminal event came: nothing after it is read
+        events: list[RawEvent] = []
         try:
-            events = self._reader.feed_events(chunk, self._recognise)
+            self._reader.read_into(chunk, self._recognise, events)
         except EventTooLarge:
-            self.too_large = True
+            self._dispatch(events)  # the events before the one too large, as if the chunk ended there
+            self.too_large = not self.complete
             return
+        except ProtocolViolation:
+            self._dispatch(events)
+            if self.complete:
+                return  # bad bytes after the terminal event: a reader that stopped there never saw them
+            raise
         self._dispatch(events)
 
     def close(self) -> None:
         """End of input: a last event whose data is complete still counts (D33)."""
-        if not self.too_large:
+        if not self.too_large and not self.complete:
             self._dispatch(self._reader.close_frames())
 
     def finish(self) -> ModelTurn:
