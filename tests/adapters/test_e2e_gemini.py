@@ -283,9 +283,9 @@ def test_a_steps_transcript_is_left_as_built() -> None:
     assert (out.state.value, out.text) == ("COMPLETED", "Sunny, 8 C.")
     second = model.requests[1]["input"]
     assert second[0]["type"] == "user_input" and second[1:3] == step1["steps"]
-    [result] = second[3]["content"]
-    assert (second[3]["type"], result["type"], result["call_id"], result["name"]) == (
-        "user_input",
+    # the result is a top-level function_result step, not nested in a user_input (WIRE.md 5.5, review 9)
+    [result] = second[3:]
+    assert (result["type"], result["call_id"], result["name"]) == (
         "function_result",
         "zggxzq8r",
         "getWeather",

@@ -155,7 +155,9 @@ def test_cancelled_is_fatal_failure() -> None:
     assert turn.failure is not None and not turn.failure.retryable
 
 
-@pytest.mark.parametrize("status", ["budget_exceeded", "in_progress", "queued", "brand_new", None])
+# budget_exceeded and requires_continuation are length stops, TRUNCATED (review 9, D1; see
+# test_stop_reasons_review9.py); these are not terminal or unknown.
+@pytest.mark.parametrize("status", ["in_progress", "queued", "idle", "brand_new", None])
 def test_other_statuses_are_unknown_stop_reason(status: str | None) -> None:
     turn = ADAPTER.parse_response(interaction(status, OUTPUT))
     assert (turn.finish, turn.raw_stop_reason, turn.reason) == (
@@ -370,7 +372,9 @@ def step1() -> ModelTurn:
 
 def test_stateless_replay_request_matches_the_recorded_exchange() -> None:
     # tool-call-step2 was answered after vercel-ai sent: user_input, thought (signature), function_call,
-    # then a user_input step holding the function_result. Our default request has that structure.
+    # then a user_input step holding the function_result. Our default request has that structure except
+    # for the result, a top-level function_result step by default (WIRE.md 5.5: the form of Google's
+    # samples and of google-genai; review 9), as Google's client-state sample sends it.
     turn = step1()
     [call] = turn.calls
     items = (
@@ -381,9 +385,9 @@ def test_stateless_replay_request_matches_the_recorded_exchange() -> None:
     body = ADAPTER.build_request(
         items=items, tools=[], settings={"model": "gemini-2.5-flash"}, instructions=None, stream=False
     )
-    assert [i["type"] for i in body["input"]] == ["user_input", "thought", "function_call", "user_input"]
+    assert [i["type"] for i in body["input"]] == ["user_input", "thought", "function_call", "function_result"]
     assert body["input"][1:3] == list(turn.continuation)  # thought signature carried back unchanged
-    assert body["input"][3]["content"] == [
+    assert body["input"][3:] == [
         {
             "type": "function_result",
             "call_id": "zggxzq8r",
@@ -410,7 +414,7 @@ def test_stateful_request_sends_only_the_results() -> None:
         new_items=new,
     )
     assert body["previous_interaction_id"] == turn.response_id
-    assert body["input"] == new and new[0]["content"][0]["is_error"] is True
+    assert body["input"] == new and new[0]["is_error"] is True  # a top-level step (WIRE.md 5.5)
     assert body["system_instruction"] == "be brief" and body["stream"] is True
     ADAPTER.check_request(body, previous=turn)
     with pytest.raises(ProtocolViolation):  # the call is not answered
@@ -455,7 +459,7 @@ def test_legacy_turn_gets_a_legacy_answer() -> None:
 def test_results_of_synthetic_ids_carry_no_call_id() -> None:
     raw = b'{"status":"requires_action","steps":[{"type":"function_call","name":"f","arguments":{}}]}'
     turn = ADAPTER.parse_response(raw)
-    [block] = ADAPTER.result_items(turn, [(turn.calls[0], ok_result(1))])[0]["content"]
+    [block] = ADAPTER.result_items(turn, [(turn.calls[0], ok_result(1))])
     assert "call_id" not in block and block["name"] == "f"
 
 
@@ -477,11 +481,12 @@ def replay(turn: ModelTurn, results: list[tuple[ToolCall, dict[str, Any]]]) -> d
 def test_check_request_rejects(how: str) -> None:
     turn = two_calls()
     body = json.loads(json.dumps(replay(turn, [(c, ok_result(1)) for c in turn.calls])))
-    results = body["input"][-1]["content"]
+    # the results are the last steps of the input, each a top-level function_result (WIRE.md 5.5)
+    results = [s for s in body["input"] if s["type"] == "function_result"]
     if how == "unanswered":
-        results.pop()
+        body["input"].pop()
     elif how == "twice":
-        results.append(results[0])
+        body["input"].append(results[0])
     elif how == "unknown":
         results[0]["call_id"] = "zzz"
     elif how == "thought-dropped":

@@ -16,7 +16,7 @@ CALL_ARGS = {"order_id": "A1"}
 def responses(case: str) -> dict[str, Any]:
     raw, _, variant = case.partition("+")
     body: dict[str, Any] = {"id": "resp_1", "object": "response", "status": raw, "output": []}
-    if raw == "incomplete" or raw in ("max_output_tokens", "content_filter"):
+    if raw == "incomplete" or raw in ("max_output_tokens", "content_filter", "max_messages", "steered"):
         body["status"] = "incomplete"
         body["incomplete_details"] = {"reason": raw if raw != "incomplete" else None}
     if raw == "failed":

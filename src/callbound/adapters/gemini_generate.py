@@ -4,8 +4,10 @@
   send none): an id-less call gets ``response_id:part_index`` (D7), flagged synthetic and never sent
   back; its ``functionResponse`` goes without ``id`` and pairs with the call by name and position.
 - Finish (D1, D31, D34): ``promptFeedback.blockReason`` and the policy reasons (``SAFETY``,
-  ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII``, ``MODEL_ARMOR``, ``IMAGE_*``) → REFUSAL;
-  ``STOP`` → TOOL_PROPOSALS with functionCall parts, else FINAL_TEXT; ``MAX_TOKENS`` → TRUNCATED;
+  ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII``, ``MODEL_ARMOR``, ``ESCALATION``,
+  ``PUP_LIMITED_DISABLED``, ``IMAGE_SAFETY``/``IMAGE_PROHIBITED_CONTENT``/``IMAGE_RECITATION``) → REFUSAL;
+  ``STOP`` → TOOL_PROPOSALS with functionCall parts, else FINAL_TEXT; ``MAX_TOKENS``, ``CONTINUATION`` →
+  TRUNCATED;
   ``MALFORMED_FUNCTION_CALL`` → API_FAILURE retryable; ``UNEXPECTED_TOOL_CALL``, ``TOO_MANY_TOOL_CALLS``,
   ``LANGUAGE``, ``OTHER`` → API_FAILURE fatal; anything else → API_FAILURE(unknown_stop_reason).
   ``reason`` is the raw value lower-cased.
@@ -67,8 +69,19 @@ PROVIDER = "google"
 REVISION = "gemini-generate/1"
 
 _IMAGE_REASONS = ("IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION")
+# ESCALATION ("filtered by an escalation rule") and PUP_LIMITED_DISABLED (an account limited for Prohibited
+# Use Policy violations) are policy stops too (D1; google-genai types.py FinishReason).
 REFUSAL_REASONS = frozenset(
-    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "MODEL_ARMOR"}
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "MODEL_ARMOR",
+        "ESCALATION",
+        "PUP_LIMITED_DISABLED",
+    }
 )
 REFUSAL_REASONS |= frozenset(_IMAGE_REASONS)
 FATAL_REASONS = frozenset({"UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "LANGUAGE", "OTHER"})
@@ -190,6 +203,10 @@ def turn_from_body(
         return turn(Finish.TOOL_PROPOSALS if calls else Finish.FINAL_TEXT, raw, None)
     if raw == "MAX_TOKENS":
         return turn(Finish.TRUNCATED, raw, "max_tokens")
+    if raw == "CONTINUATION":
+        # "the response reached the per-request token limit, but generation is not yet complete": a
+        # length stop (D1). callbound does not send the continuation_token back, so it is not CONTINUE.
+        return turn(Finish.TRUNCATED, raw, "continuation")
     if raw == "MALFORMED_FUNCTION_CALL":
         return turn(Finish.API_FAILURE, raw, raw.lower(), Failure("status", True, None, None, raw))
     if raw in FATAL_REASONS:

@@ -6,20 +6,25 @@
   becomes the call id (a missing one gets ``response_id:index``, D7, and is never sent back).
 - Status (D1): ``requires_action`` → TOOL_PROPOSALS (with calls); ``completed`` → TOOL_PROPOSALS if
   calls else FINAL_TEXT; ``incomplete`` → TRUNCATED (``max_tokens`` when the details say so, else
-  ``incomplete``); ``failed`` → API_FAILURE; ``cancelled`` → API_FAILURE fatal; anything else →
-  API_FAILURE(unknown_stop_reason).
+  ``incomplete``); ``budget_exceeded`` and ``requires_continuation`` → TRUNCATED (reason the status);
+  ``failed`` → API_FAILURE; ``cancelled`` → API_FAILURE fatal; anything else (``in_progress``,
+  ``queued``, ``idle``: not terminal) → API_FAILURE(unknown_stop_reason).
 - Continuation (D8): stateless replay by default: the turn's steps go back unchanged (``thought`` steps
   with their ``signature``), then the results. Server-side state is opt-in with the runtime's generic
   ``settings["continuation"] = "previous_response_id"``: the runtime then passes the interaction id as
   ``previous_response_id``, which goes on the wire as ``previous_interaction_id`` with only the new
-  items. A synthetic id (``store: false`` interactions have none) is never chained; the transcript is
-  replayed instead.
+  items. With ``store: false`` (a setting, or in ``extra``) nothing is stored to chain to (WIRE.md 5.5),
+  and a synthetic id (``store: false`` interactions have none) is never chained either: in both cases
+  the transcript is replayed instead, as openai-responses does.
 - Results: ``{"type": "function_result", "call_id", "name", "result": <canonical JSON text>, "is_error"}``.
-  Placement: by default all of a turn's results go in one ``user_input`` step's ``content``, the form
-  the recorded step-2 exchange used successfully (tool-call-step2 recordings, vercel-ai's request);
-  ``GeminiInteractionsAdapter(result_placement="step")`` sends them as top-level steps, the form of
-  Google's own samples. A legacy turn is answered with a legacy ``{"role": "user", "content": [...]}``, and the
-  ``user_input`` steps of such a transcript go as legacy user turns too (one schema per request).
+  Placement: by default each result is a top-level ``function_result`` step, in stateless replay and
+  with ``previous_interaction_id`` alike: the form of Google's own samples and of google-genai, whose
+  ``UserInputStepParam.content`` admits only text, image, document, audio and video (WIRE.md 5.5
+  prefers it). ``GeminiInteractionsAdapter(result_placement="user_input")`` puts all of a turn's
+  results in one ``user_input`` step's ``content`` instead, the form vercel-ai sent in the recorded
+  step-2 exchange (tool-call-step2 recordings). A legacy turn is answered with a legacy
+  ``{"role": "user", "content": [...]}``, and the ``user_input`` steps of such a transcript go as
+  legacy user turns too (one schema per request).
 - Tools: ``{"type": "function", "name", "description", "parameters"}``; parameters are plain JSON
   Schema with ``$ref`` inlined (``schema.inline_refs``) and ``$schema`` dropped (D9).
 - Settings: ``model``, ``temperature``/``max_output_tokens``/``tool_choice`` → ``generation_config``
@@ -202,6 +207,11 @@ def turn_from_interaction(
         if why is not None and "max" in why and "token" in why:
             why = "max_tokens"
         return turn(Finish.TRUNCATED, status, why or "incomplete")
+    if status in ("budget_exceeded", "requires_continuation"):
+        # Length stops (D1): the interaction's budget ran out, or the per-request decode token limit was
+        # reached with the answer unfinished (google-genai _interactions_continuation.py). callbound does
+        # not send the continuation_token back, so the turn is TRUNCATED, not CONTINUE.
+        return turn(Finish.TRUNCATED, status, status)
     if status == "failed":
         err = _first_error(inter)
         code = err.get("code")
@@ -304,9 +314,9 @@ class GeminiInteractionsAdapter:
     provider = PROVIDER
     revision = REVISION
 
-    def __init__(self, result_placement: str = "user_input") -> None:
-        if result_placement not in ("user_input", "step"):
-            raise UsageError("result_placement must be 'user_input' or 'step'")
+    def __init__(self, result_placement: str = "step") -> None:
+        if result_placement not in ("step", "user_input"):
+            raise UsageError("result_placement must be 'step' or 'user_input'")
         self.result_placement = result_placement
 
     def render_tools(self, declarations: Sequence[ToolDeclaration]) -> list[dict[str, Any]]:
@@ -361,12 +371,18 @@ class GeminiInteractionsAdapter:
         new_items: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {}
+        extra: dict[str, Any] = settings.get("extra") or {}
+        # store: false keeps nothing on the server, so previous_interaction_id would point at nothing
+        # (WIRE.md 5.5): such requests replay the transcript, as do those after an interaction without an
+        # id (a synthetic cb: id is never sent, D7).
+        unstored = settings.get("store") is False or extra.get("store") is False
         if settings.get("model"):
             body["model"] = settings["model"]
-        if previous_response_id is not None and not previous_response_id.startswith("cb:"):
-            body["previous_interaction_id"] = previous_response_id
+        chain = previous_response_id
+        if chain is not None and not unstored and not chain.startswith("cb:"):
+            body["previous_interaction_id"] = chain
             body["input"] = new_items if new_items is not None else []
-        else:  # stateless replay; also when the interaction had no id to chain to (store: false)
+        else:  # stateless replay
             body["input"] = _one_schema(items)
         if instructions:
             body["system_instruction"] = instructions
@@ -390,7 +406,7 @@ class GeminiInteractionsAdapter:
             body["generation_config"] = generation
         if settings.get("store") is False:
             body["store"] = False
-        deep_merge(body, settings.get("extra") or {})
+        deep_merge(body, extra)
         if stream:
             body["stream"] = True
         return body

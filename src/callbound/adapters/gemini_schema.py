@@ -15,7 +15,10 @@ Schema (as pydantic writes it) is transformed so:
    anyOf minimum maximum minItems maxItems minLength maxLength pattern minProperties maxProperties
    default example propertyOrdering``. Everything else (``$schema``, ``$id``, ``title``,
    ``additionalProperties``, ``examples``, ``exclusiveMinimum``, ``multipleOf``, ``uniqueItems``,
-   ``discriminator``, ``not``, ...) is dropped.
+   ``discriminator``, ``not``, ...) is dropped. ``format`` is kept only where Gemini accepts it: STRING
+   ``date-time`` or ``enum``, INTEGER ``int32``/``int64``, NUMBER ``float``/``double`` (anything else on a
+   STRING is a 400, "only 'enum' and 'date-time' are supported for STRING type"). Any other format
+   string moves into the description as ``(format: uri)``; a format that is not a string is dropped.
 4. Type names are upper-case (``STRING``, ``NUMBER``, ``INTEGER``, ``BOOLEAN``, ``ARRAY``, ``OBJECT``).
    A missing type is inferred (``properties`` → OBJECT, ``items`` → ARRAY, string ``enum`` → STRING).
 5. Null: ``type: [X, "null"]``, an ``anyOf`` member ``{"type": "null"}`` and a ``null`` in ``enum``
@@ -71,7 +74,6 @@ from .schema import inline_refs
 
 _TYPES = {"string", "number", "integer", "boolean", "array", "object"}
 _KEEP_SCALAR = (
-    "format",
     "pattern",
     "minimum",
     "maximum",
@@ -86,6 +88,8 @@ _KEEP_SCALAR = (
     "propertyOrdering",
 )
 _DOC_KEYS = ("description", "title", "default", "example", "examples")
+# The formats Gemini accepts, by type; any other is described instead (module doc, point 3).
+_FORMATS = {"STRING": ("date-time", "enum"), "INTEGER": ("int32", "int64"), "NUMBER": ("float", "double")}
 
 
 def gemini_schema(schema: dict[str, Any], tool: str = "?") -> dict[str, Any]:
@@ -224,6 +228,14 @@ def _node(raw: Any, tool: str, path: str) -> dict[str, Any]:
             out = {**members[0], **out}  # the parent's keys (its description) win
         else:
             out["anyOf"] = members
+    fmt = node.get("format")
+    if isinstance(fmt, str) and fmt:
+        if fmt in _FORMATS.get(out.get("type", ""), ()):
+            out["format"] = fmt
+        else:
+            hint = f"(format: {fmt})"
+            desc = out.get("description")
+            out["description"] = f"{desc}\n{hint}" if isinstance(desc, str) and desc else hint
     if out.get("type") == "ARRAY" and "items" not in out:
         raise UnsupportedSchema(f"tool {tool!r}: array at {path} has no item schema Gemini can express")
     if "type" not in out and "anyOf" not in out:

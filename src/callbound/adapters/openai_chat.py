@@ -15,6 +15,8 @@
   with code ``context_length_exceeded`` (HTTP 400) → TRUNCATED (context_window_exceeded), raw_stop_reason
   the status (D32), as in openai-responses.
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
+- Settings: ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or ``{"name": ...}``, and
+  ``extra["n"]`` only 1: one choice is read, so anything else raises ``UsageError``.
 - Streaming: one chunk per ``data:`` line; tool-call fragments keyed by ``index`` (id and name only
   on the first fragment); the usage chunk has ``choices: []``; the stream is complete only when a
   finish_reason was seen and ``[DONE]`` arrived. Fragments (arguments, content, refusal) are kept as
@@ -28,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ProtocolViolation
+from ..core.errors import ProtocolViolation, UsageError
 from ..core.registry import ToolDeclaration
 from ..core.types import (
     Failure,
@@ -63,6 +65,8 @@ REVISION = "openai-chat/1"
 RETRYABLE_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded", "timeout"})
 # Error codes saying the input exceeds the model's context window (D1: TRUNCATED, not an API failure).
 CONTEXT_WINDOW_CODES = frozenset({"context_length_exceeded"})
+# settings["tool_choice"] strings the API takes (openai-python ToolChoiceOptions: "none", "auto", "required").
+TOOL_CHOICES = frozenset({"auto", "none", "required"})
 
 
 def _provenance(model: Any) -> Provenance:
@@ -85,7 +89,7 @@ def _usage(raw: Any) -> Usage:
 
 
 def is_first_choice(choice: Any) -> bool:
-    """We never ask for n > 1: choice index 0 is the turn. Some compatible servers send
+    """We never ask for n > 1 (``build_request`` refuses it): choice index 0 is the turn. Some compatible servers send
     ``"index": null`` or no index at all for their only choice (vercel/ai moonshotai tests)."""
     if not isinstance(choice, dict):
         return False
@@ -290,6 +294,12 @@ class OpenAIChatAdapter:
         new_items: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         # Chat Completions has no server-side state: previous_response_id is ignored and items replayed.
+        extra: dict[str, Any] = settings.get("extra") or {}
+        n = extra.get("n")
+        if n is not None and not (type(n) is int and n == 1):
+            # Only choice 0 is read (``is_first_choice``): a second choice's content_filter or tool calls
+            # would vanish unread, so more than one is never asked for (D1).
+            raise UsageError(f"openai-chat reads one choice: extra['n'] must be 1 or absent, not {n!r}")
         body: dict[str, Any] = {}
         if settings.get("model"):
             body["model"] = settings["model"]
@@ -297,10 +307,16 @@ class OpenAIChatAdapter:
         if tools:
             body["tools"] = tools
         choice = settings.get("tool_choice")
-        if isinstance(choice, dict) and "name" in choice:
+        if isinstance(choice, dict) and isinstance(choice.get("name"), str):
             body["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
-        elif choice is not None:
+        elif isinstance(choice, str) and choice in TOOL_CHOICES:
             body["tool_choice"] = choice
+        elif choice is not None:
+            # The API takes only these (openai-python ToolChoiceOptions, or a named function); anything
+            # else is a 400 on the first request. Provider-specific forms go through settings["extra"].
+            raise UsageError(
+                f"tool_choice {choice!r} is not one of 'auto', 'required', 'none' or {{'name': ...}}"
+            )
         if settings.get("temperature") is not None:
             body["temperature"] = settings["temperature"]
         if settings.get("max_output_tokens") is not None:
@@ -309,7 +325,7 @@ class OpenAIChatAdapter:
             body["stream"] = True
             # Without include_usage a stream reports no tokens at all (WIRE.md 2.4).
             body["stream_options"] = {"include_usage": True}
-        body.update(settings.get("extra") or {})
+        body.update(extra)
         if stream:
             body["stream"] = True  # the transport reads a stream; extra cannot turn that off
         return body

@@ -9,15 +9,19 @@
   after a response without an id (D7: the synthetic id is never sent). ``extra["previous_response_id"]``
   seeds the first request; the runner's chain replaces it from the second request on.
 - Status mapping (D1): ``completed`` → TOOL_PROPOSALS if function_call items else FINAL_TEXT;
+  a plain body whose ``output`` is missing, not a list or holds anything but objects → API_FAILURE
+  (malformed_response, not retryable; raw_stop_reason ``completed``);
   a refusal content part → REFUSAL (D31); a function_call without ``call_id`` → API_FAILURE
   (missing_call_id, not retryable): its output could not be paired with it, and D7 forbids sending
   the synthetic id; an output item that asks the client for an action callbound cannot answer
   (``custom_tool_call``, ``shell_call``, ``mcp_approval_request``, ... with no answer in the same
   response) → API_FAILURE (unexpected_tool_call, not retryable), never FINAL_TEXT;
-  ``incomplete`` + ``max_output_tokens`` → TRUNCATED; an error with code ``context_length_exceeded``
-  (HTTP 400) → TRUNCATED (context_window_exceeded, D1), raw_stop_reason the status (D32); ``incomplete`` +
-  ``content_filter`` → REFUSAL; ``failed``/``cancelled`` → API_FAILURE; anything else →
-  API_FAILURE(unknown_stop_reason).
+  ``incomplete`` + ``max_output_tokens`` or ``max_messages`` → TRUNCATED; an error with code
+  ``context_length_exceeded`` (HTTP 400) → TRUNCATED (context_window_exceeded, D1), raw_stop_reason
+  the status (D32); ``incomplete`` + ``content_filter`` → REFUSAL; ``failed``/``cancelled`` →
+  API_FAILURE; anything else (``incomplete`` + ``steered``, ...) → API_FAILURE(unknown_stop_reason).
+- Settings: ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or ``{"name": ...}`` (anything
+  else raises ``UsageError``; provider-specific forms go in ``extra``).
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
 - Streaming: final items come from ``response.output_item.done`` keyed by ``output_index`` (the
   terminal snapshot may have an empty ``output``); argument deltas are kept as a list and joined once.
@@ -34,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ProtocolViolation
+from ..core.errors import ProtocolViolation, UsageError
 from ..core.registry import ToolDeclaration
 from ..core.types import (
     Failure,
@@ -69,6 +73,8 @@ REVISION = "openai-responses/1"
 RETRYABLE_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded", "timeout"})
 # Error codes saying the input exceeds the model's context window (D1: TRUNCATED, not an API failure).
 CONTEXT_WINDOW_CODES = frozenset({"context_length_exceeded"})
+# settings["tool_choice"] strings the API takes (openai-python ToolChoiceOptions: "none", "auto", "required").
+TOOL_CHOICES = frozenset({"auto", "none", "required"})
 
 # Output items that ask the client to act, each answered by its own input item type (custom_tool_call_output,
 # shell_call_output, mcp_approval_response, ...), never by a function_call_output. callbound renders function
@@ -169,6 +175,13 @@ def turn_from_response(
     rid = given_id if isinstance(given_id, str) and given_id else synthetic_response_id(raw_sha256)
     raw_items = output if output is not None else resp.get("output")
     items = [i for i in raw_items if isinstance(i, dict)] if isinstance(raw_items, list) else []
+    # A plain body's ``output`` is a required list of output items (openai-python Response.output); one
+    # that is missing, not a list, or holds anything else cannot be read whole (a stream passes its own).
+    malformed: str | None = None
+    if output is None and not isinstance(raw_items, list):
+        malformed = "output_missing" if raw_items is None else "output_not_a_list"
+    elif output is None and isinstance(raw_items, list) and len(items) != len(raw_items):
+        malformed = "output_item_not_an_object"
     usage = _usage(resp.get("usage"))
     status = resp.get("status")
 
@@ -223,6 +236,16 @@ def turn_from_response(
         )
 
     if status == "completed":
+        if malformed is not None:
+            # D1: only an explicit completion is success, and a body that does not hold the output it
+            # says it completed is none: no text, no call of it may count. Not retried, like a 2xx body
+            # that is not JSON (the transports classify that as an error body).
+            return turn(
+                Finish.API_FAILURE,
+                "completed",
+                "malformed_response",
+                Failure("status", False, None, None, malformed),
+            )
         if refusal_parts:
             return turn(Finish.REFUSAL, "completed", "refusal")
         if any(call.synthetic_id for call in calls):
@@ -257,6 +280,8 @@ def turn_from_response(
             return turn(Finish.REFUSAL, why or "incomplete", reason)
         if why == "max_output_tokens":
             return turn(Finish.TRUNCATED, why, "max_tokens")
+        if why == "max_messages":  # a limit on the response's messages: a length stop (D1)
+            return turn(Finish.TRUNCATED, why, "max_messages")
         return turn(Finish.API_FAILURE, why or "incomplete", "unknown_stop_reason", Failure("status", False))
     if status == "failed":
         etype, code = _error_fields(resp.get("error"))
@@ -385,10 +410,16 @@ class OpenAIResponsesAdapter:
         if tools:
             body["tools"] = tools
         choice = settings.get("tool_choice")
-        if isinstance(choice, dict) and "name" in choice:
+        if isinstance(choice, dict) and isinstance(choice.get("name"), str):
             body["tool_choice"] = {"type": "function", "name": choice["name"]}
-        elif choice is not None:
+        elif isinstance(choice, str) and choice in TOOL_CHOICES:
             body["tool_choice"] = choice
+        elif choice is not None:
+            # The API takes only these (openai-python ToolChoiceOptions, or a named function); anything
+            # else is a 400 on the first request. Provider-specific forms go through settings["extra"].
+            raise UsageError(
+                f"tool_choice {choice!r} is not one of 'auto', 'required', 'none' or {{'name': ...}}"
+            )
         if settings.get("temperature") is not None:
             body["temperature"] = settings["temperature"]
         if settings.get("max_output_tokens") is not None:

@@ -8,9 +8,12 @@
   not admit null cannot be expressed strictly, so the tool is declared with ``strict: false`` instead
   of silently changing its meaning.
 
-  Strict mode also rejects a schema without a type (a field typed ``Any``) and a fixed set of
-  keywords (``uniqueItems``, ``allOf``, ``not``, ``patternProperties``, ...: ``'X' is not permitted``); such
-  a tool is declared ``strict: false`` too. ``oneOf`` (pydantic's discriminated unions, whose
+  Strict mode also rejects a schema without a type (a field typed ``Any``), a fixed set of
+  keywords (``uniqueItems``, ``allOf``, ``not``, ``patternProperties``, ...: ``'X' is not permitted``)
+  and any ``format`` but ``date-time``, ``time``, ``date``, ``duration``, ``email``, ``hostname``,
+  ``ipv4``, ``ipv6`` and ``uuid`` (pydantic's ``HttpUrl`` writes ``uri``: 400
+  ``invalid_function_parameters``, "'uri' is not a valid format"); such a tool is declared
+  ``strict: false`` too, with its schema otherwise as written. ``oneOf`` (pydantic's discriminated unions, whose
   variants are disjoint by their tag) becomes ``anyOf``, which strict mode accepts and which admits
   the same values; callbound validates arguments strictly itself either way (D5).
 - Both: ``discriminator`` (an OpenAPI annotation) is dropped when refs are inlined: its ``mapping``
@@ -163,6 +166,10 @@ _NOT_STRICT = frozenset(
         "patternProperties",
     }
 )
+# The only ``format`` values strict mode accepts (OpenAI structured outputs, "Supported properties").
+STRICT_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
 # What gives a schema its type in strict mode; one without any of them ({} or a field typed Any) is
 # refused with "schema must have a 'type' key".
 _TYPED_BY = ("type", "anyOf", "enum", "const")
@@ -189,6 +196,9 @@ def openai_strict(schema: dict[str, Any], tool: str = "?") -> tuple[dict[str, An
         if not isinstance(node, dict):
             return
         if "oneOf" in node or not _NOT_STRICT.isdisjoint(node) or not any(k in node for k in _TYPED_BY):
+            ok = False
+        fmt = node.get("format", "date-time")
+        if not isinstance(fmt, str) or fmt not in STRICT_FORMATS:
             ok = False
         if _is_object(node):
             props = node.get("properties", {})

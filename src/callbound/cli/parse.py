@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ..adapters import get as get_adapter
-from ..adapters.base import StreamCaps
+from ..adapters.base import Adapter, StreamCaps
 from ..adapters.sse import DONE, looks_like_stream
 from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
@@ -59,18 +59,38 @@ def parse_input(api: str, data: bytes) -> dict[str, Any]:
         except ProtocolViolation as exc:
             raise UsageError(f"cannot read the body: {exc}") from exc
     # The default caps, as a transport applies them: the turn shown is the turn a run would get.
+    supply_done = kind == "jsonl" and api == "openai-chat" and not _has_end_marker(text)
+    stream, error = _read_stream(adapter, data, supply_done)
+    if error is not None and stream.events == 0:
+        # ``events`` counts whole batches, and the bad event was in the only one: whether any event came
+        # before it shows only when the input is read one line (at most one event) at a time.
+        stream, error = _read_stream(adapter, data, supply_done, by_line=True)
+    if stream.events == 0:
+        raise UsageError(
+            f"cannot read the stream: {error}" if error else "no stream events found in the input"
+        )
+    return turn_json(stream.finish())
+
+
+def _read_stream(
+    adapter: Adapter, data: bytes, supply_done: bool, *, by_line: bool = False
+) -> tuple[StreamFeed, ProtocolViolation | None]:
+    """Feed ``data`` as a run reads a stream (``transports.feed_stream``): an event that is not JSON ends
+    the stream there, and the turn is what came before it (a cut stream: TRUNCATED(stream_interrupted)
+    unless the terminal event came first, issue 3 §4), so ``parse`` exits 0 on every stream a run reads.
+    Returns the feed and the ``ProtocolViolation`` that ended it, if any."""
     stream = StreamFeed(adapter.stream_assembler(), max_event=StreamCaps().max_body_bytes)
     try:
-        stream.feed(data)
-        if kind == "jsonl" and api == "openai-chat" and not _has_end_marker(text):
+        for chunk in data.splitlines(keepends=True) if by_line else (data,):
+            stream.feed(chunk)
+        if supply_done:
             # JSON-lines hold the JSON payloads only, and Chat's end marker is not JSON, so a recording in
-            # that form never carries it: supply it. A stream without a finish_reason is still no success
-            # (the adapter reads an end with no finish as an unknown stop). Only a line that is the
-            # marker counts: model text may well contain the characters "[DONE]".
+            # that form never carries it: supply it, but only after a stream that was read to its end. A
+            # stream without a finish_reason is still no success: the adapter reads it as cut before its
+            # end (TRUNCATED(stream_interrupted)). Only a line that is the marker counts: model text may
+            # well contain the characters "[DONE]".
             stream.feed(b"\n[DONE]\n")
         stream.close()
     except ProtocolViolation as exc:
-        raise UsageError(f"cannot read the stream: {exc}") from exc
-    if stream.events == 0:
-        raise UsageError("no stream events found in the input")
-    return turn_json(stream.finish())
+        return stream, exc  # not closed: like a run, nothing after the bad event is read
+    return stream, None
