@@ -1,5 +1,5 @@
 """ToolExecutor: what a handler's run means (ok, error, not_applied, timeout) for sync handlers in worker
-threads and async handlers in place (D16)."""
+threads and async handlers as their own tasks (D16)."""
 
 from __future__ import annotations
 

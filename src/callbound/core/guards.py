@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from .errors import UsageError
+from .types import Usage
 
 
 def _checked_cost(value: Any, saved: bool) -> Decimal:
@@ -190,10 +191,62 @@ def check_before_model_request(b: Budgets, s: Spent, now: datetime | None = None
 
 
 def check_running(b: Budgets, s: Spent, now: datetime | None = None) -> Verdict:
+    late = check_time(b, s, now)
+    return late if isinstance(late, Stop) else check_spend(b, s)
+
+
+def check_time(b: Budgets, s: Spent, now: datetime | None = None) -> Verdict:
+    """The active deadline and the absolute ``not_after`` (D14)."""
     if s.active_s >= b.deadline_s:
         return Stop("DEADLINE", f"{s.active_s:.3f}s of active time used of {b.deadline_s}s")
     if b.not_after is not None and now is not None and now >= b.not_after:
         return Stop("DEADLINE", f"not_after {b.not_after.isoformat()} has passed")
+    return CONTINUE
+
+
+def remaining_s(b: Budgets, s: Spent, now: datetime) -> float:
+    """Seconds left before the operation must end (D14): the smaller of the active time left and the
+    time to ``not_after``, never below 0. Bounds retry backoff (D26), handler timeouts, the handler's
+    ``CallContext.deadline`` and each model request's timeout."""
+    left = b.deadline_s - s.active_s
+    if b.not_after is not None:
+        left = min(left, (b.not_after - now).total_seconds())
+    return max(0.0, left)
+
+
+def check_usage_known(b: Budgets, usage: Usage) -> Verdict:
+    """D12 fails closed on a budget it cannot enforce, and D27 says missing usage is null, never 0: a
+    turn whose usage lacks a count that a set budget needs stops the operation (USAGE_UNKNOWN), before
+    any of its calls runs. Counts no budget needs may be missing. A cost needs the provider's own cost
+    or both token counts (a price applied to half the usage is no cost)."""
+    missing = []
+    if b.max_input_tokens is not None and usage.input_tokens is None:
+        missing.append("input token count (max_input_tokens)")
+    if b.max_output_tokens is not None and usage.output_tokens is None:
+        missing.append("output token count (max_output_tokens)")
+    if (
+        b.max_cost is not None
+        and usage.cost is None
+        and (usage.input_tokens is None or usage.output_tokens is None)
+    ):
+        missing.append("cost nor both token counts (max_cost)")
+    if not missing:
+        return CONTINUE
+    return Stop(
+        "USAGE_UNKNOWN",
+        f"the provider reported no {', no '.join(missing)} for this turn, so the budget cannot be "
+        "enforced; none of the turn's calls ran. Use a provider, model or proxy that reports usage "
+        "(some proxies strip it), or run without that budget.",
+    )
+
+
+def check_after_turn(b: Budgets, s: Spent, usage: Usage, now: datetime) -> Verdict:
+    """After a model turn that goes on (tool proposals, continue) or answers: time first (D14; an
+    answer that came after the deadline is stopped like a tool turn), then whether its usage can be
+    counted, then tokens and cost with the turn's own usage counted (issue 2 §5)."""
+    for verdict in (check_time(b, s, now), check_usage_known(b, usage)):
+        if isinstance(verdict, Stop):
+            return verdict
     return check_spend(b, s)
 
 

@@ -5,6 +5,8 @@ processes rebuild the same registry, policy and model."""
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +32,10 @@ class App:
     clock: Clock | None = None
     runner_options: dict[str, Any] = field(default_factory=dict)
 
-    def runner(self, store: Store, ref: dict[str, Any] | None = None) -> Runner:
+    def runner(self, store: Store, ref: dict[str, Any] | str | None = None) -> Runner:
+        """A Runner on ``store``. ``ref`` is saved with each operation so other processes rebuild this
+        application (D21): ``{"ref": "module:factory", "args": {...}}``, or a plain ``"module:factory"``
+        string (no arguments); anything else is a ``UsageError`` now, not a broken resume later."""
         return Runner(
             model=self.model,
             registry=self.registry,
@@ -47,10 +52,16 @@ class App:
 
 
 def load_app(ref: str, args: dict[str, Any] | None = None) -> App:
-    """Import ``module:factory`` and call it with ``args`` as keyword arguments."""
+    """Import ``module:factory`` and call it with ``args`` as keyword arguments.
+
+    The current working directory is put on ``sys.path`` (first) when it is not there yet, as uvicorn
+    does, so ``--app myapp:make_app`` run from the folder holding ``myapp.py`` finds it; console scripts
+    start with their own bin folder there instead. It stays on ``sys.path``: the factory's module may
+    import its neighbours later. Elsewhere, the module must be importable (installed, or PYTHONPATH)."""
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name or not attr:
         raise UsageError(f"--app must look like module:factory, got {ref!r}")
+    _cwd_on_path()
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -69,3 +80,13 @@ def load_app(ref: str, args: dict[str, Any] | None = None) -> App:
     if not isinstance(app, App):
         raise UsageError(f"{ref!r} returned {type(app).__name__}, expected callbound.runtime.app.App")
     return app
+
+
+def _cwd_on_path() -> None:
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working directory was removed: nothing to add
+        return
+    # "" and "." already mean the working directory at import time
+    if not any(p in ("", ".") or os.path.abspath(p) == cwd for p in sys.path):
+        sys.path.insert(0, cwd)

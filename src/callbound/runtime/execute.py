@@ -25,7 +25,7 @@ from ..core.dispatch import (
     TIMEOUT,
     UNKNOWN_TOOL,
 )
-from ..core.guards import identical_allowed, identical_key, result_cap
+from ..core.guards import identical_allowed, identical_key, remaining_s, result_cap
 from ..core.idempotency import LedgerAction, LedgerEntry, LedgerStatus, decide
 from ..core.registry import CallContext, ToolSpec, is_async_callable
 from ..core.snapshot import envelope_to_dict
@@ -135,15 +135,17 @@ def _result_for(spec: ToolSpec, op: Operation, value: Any) -> tuple[dict[str, An
 
 
 def _ctx(runner: Runner, op: Operation, rec: CallRecord, spec: ToolSpec, attempt: int = 1) -> CallContext:
-    remaining = max(0.0, op.budgets.deadline_s - op.spent.active_s)
-    deadline = runner.clock.now() + timedelta(seconds=remaining)
+    # the nearer of the active deadline and not_after (D14)
+    now = runner.clock.now()
+    deadline = now + timedelta(seconds=remaining_s(op.budgets, op.spent, now))
     return CallContext(
         op.operation_id, op.tenant, op.subject, rec.call_id, spec.name, rec.idempotency_key, deadline, attempt
     )
 
 
-def _timeout_s(op: Operation, spec: ToolSpec) -> float:
-    return min(spec.timeout_ms / 1000.0, max(0.0, op.budgets.deadline_s - op.spent.active_s))
+def _timeout_s(runner: Runner, op: Operation, spec: ToolSpec) -> float:
+    """The tool's timeout, cut to the time left: active deadline and not_after (D14)."""
+    return min(spec.timeout_ms / 1000.0, remaining_s(op.budgets, op.spent, runner.clock.now()))
 
 
 async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[None]]) -> None:
@@ -176,7 +178,7 @@ async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[
     write_specs = [s for s in (runner.registry.get(r.tool) for r in writes) if s is not None]
     hooks = {id(s.reconcile) for s in write_specs if s.reconcile is not None}
     effects = [s.handler for s in write_specs if id(s.handler) not in hooks]
-    remaining = max(0.0, op.budgets.deadline_s - op.spent.active_s)
+    remaining = remaining_s(op.budgets, op.spent, runner.clock.now())
     with turn_slots(op.budgets.max_parallel, remaining, effects):
         if len(reads) == 1:
             rec = reads[0]  # no task for one read
@@ -266,7 +268,9 @@ async def _run_read(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRec
     key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
     op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
     rec.status = RUNNING
-    outcome = await runner.executor.run(spec.handler, args, _ctx(runner, op, rec, spec), _timeout_s(op, spec))
+    outcome = await runner.executor.run(
+        spec.handler, args, _ctx(runner, op, rec, spec), _timeout_s(runner, op, spec)
+    )
     rec.producer = "handler"
     succeeded = False
     if outcome.kind == "ok":
@@ -337,7 +341,7 @@ async def _reconcile(
     # sync reconcile in a worker thread, not on the event loop (where it would also stop the lease's
     # heartbeat). A timeout or any failure means nobody can tell.
     checked = await runner.executor.run(
-        spec.reconcile, rec.idempotency_key, _ctx(runner, op, rec, spec), _timeout_s(op, spec)
+        spec.reconcile, rec.idempotency_key, _ctx(runner, op, rec, spec), _timeout_s(runner, op, spec)
     )
     if checked.kind == "not_applied":
         _ledger(op, rec, spec, LedgerStatus.FAILED, None, attempts)
@@ -462,7 +466,7 @@ async def _run_write(
     # Fix: CallContext.attempt was always 1; a write run again after NotApplied (ledger FAILED) now
     # sees the ledger's attempt number.
     outcome: HandlerOutcome = await runner.executor.run(
-        spec.handler, args, _ctx(runner, op, rec, spec, attempts), _timeout_s(op, spec)
+        spec.handler, args, _ctx(runner, op, rec, spec, attempts), _timeout_s(runner, op, spec)
     )
     crash_point("after_effect_before_result_commit", spec.name)
     rec.producer = "handler"

@@ -16,6 +16,9 @@ from ..core.states import State
 from ..core.types import Transition, Usage
 from .operation import WAITING, Operation
 
+# An expiry must stay a datetime: far beyond any real approval, well inside datetime's range.
+_MAX_TTL = timedelta(days=365 * 1000)
+
 
 class ApproverNotAllowed(UsageError):
     """This approver may not decide this approval (tenant, self-approval or the policy's hook)."""
@@ -34,10 +37,28 @@ class Policy:
     on_approval_expired: Literal["tell_model", "stop"] = "tell_model"
 
     def __post_init__(self) -> None:
+        # Fix: fields were not checked. A truthy string (allow_self_approval="false", read from an
+        # environment variable) let a subject approve its own call (D17), and approval_ttl=3600 raised
+        # TypeError out of run_sync after the model was paid (D4). Each field is checked here.
+        if not isinstance(self.revision, str) or not self.revision:
+            raise UsageError(f"Policy.revision must be a non-empty str, not {self.revision!r}")
+        ttl = self.approval_ttl
+        # 0 is allowed: every approval expires at once (the demo's approval-expired scenario)
+        if not isinstance(ttl, timedelta) or not timedelta(0) <= ttl <= _MAX_TTL:
+            raise UsageError(
+                f"Policy.approval_ttl must be a timedelta >= 0 (e.g. timedelta(hours=24)), not {ttl!r}"
+            )
+        if not isinstance(self.allow_self_approval, bool):
+            raise UsageError(
+                f"Policy.allow_self_approval must be True or False, not {self.allow_self_approval!r}"
+            )
         for hook in ("authorize", "approver_allowed"):
+            fn = getattr(self, hook)
+            if fn is not None and not callable(fn):
+                raise UsageError(f"Policy.{hook} must be a function or None, not {type(fn).__name__}")
             # Called without await while planning and recording decisions: an async hook would
             # return a coroutine, which is truthy, and so allow everything.
-            if is_async_callable(getattr(self, hook)):
+            if is_async_callable(fn):
                 raise UsageError(f"Policy.{hook} must be a plain (sync) function, not async")
         if self.on_approval_expired not in ("tell_model", "stop"):
             raise UsageError(
@@ -51,6 +72,29 @@ class Price:
 
     input_per_mtok: Decimal
     output_per_mtok: Decimal
+
+    def __post_init__(self) -> None:
+        # Fix: floats were kept, and the first priced turn raised TypeError (float / Decimal) out of
+        # run_sync after the model was paid, losing the paid response (D4). Numbers are converted
+        # through their text (3.0 -> Decimal("3.0"), D27: cost is a Decimal); what is not a finite
+        # amount >= 0 is refused here, like Budgets.max_cost.
+        for name in ("input_per_mtok", "output_per_mtok"):
+            object.__setattr__(self, name, _amount(name, getattr(self, name)))
+
+
+def _amount(name: str, value: Any) -> Decimal:
+    refused = UsageError(
+        f"Price.{name} must be a finite amount >= 0 per million tokens (a Decimal or a number), not {value!r}"
+    )
+    if isinstance(value, bool) or not isinstance(value, Decimal | int | float | str):
+        raise refused
+    try:
+        amount = value if isinstance(value, Decimal) else Decimal(str(value))
+    except ArithmeticError:  # decimal.InvalidOperation: not a number at all
+        raise refused from None
+    if not amount.is_finite() or amount < 0:
+        raise refused
+    return amount
 
 
 def priced(usage: Usage, price: Price | None) -> Usage:

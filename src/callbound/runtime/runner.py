@@ -31,9 +31,9 @@ from ..core.errors import (
 from ..core.guards import (
     Budgets,
     Stop,
+    check_after_turn,
     check_before_model_request,
-    check_running,
-    check_spend,
+    remaining_s,
     settings_for_request,
 )
 from ..core.ids import IdSource, RandomIds
@@ -46,6 +46,15 @@ from ..core.types import ModelTurn, Progress, Transition
 from ..stores.base import JournalRow, Store, StoredOperation
 from ..stores.memory import MemoryStore
 from .cancel import cancel
+from .checks import (
+    app_reference,
+    check_new_operation,
+    check_operation_id,
+    check_runner_args,
+    check_tenant,
+    checked_decisions,
+    checked_settings,
+)
 from .clock import Clock, SystemClock
 from .crash import crash_point
 from .decisions import check_approver, record, withdraw_pending
@@ -57,24 +66,10 @@ from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, pri
 from .planning import approvals_ready, plan
 from .pricing import required_price
 from .results import send_results
-from .retry import backoff_delay, raised_turn
+from .retry import after_retryable, raised_turn, retry_step
 from .tools import ToolExecutor
 
 log = logging.getLogger("callbound.runtime")
-
-SETTINGS_KEYS = frozenset(
-    {
-        "model",
-        "tool_choice",
-        "reset_tool_choice",
-        "temperature",
-        "max_output_tokens",
-        "stream",
-        "continuation",
-        "store",
-        "extra",
-    }
-)
 
 
 class Runner:
@@ -99,10 +94,23 @@ class Runner:
         on_transition: Callable[[str, Transition], None] | None = None,
         audit_key: bytes | None = None,
         executor: ToolExecutor | None = None,
-        app: dict[str, Any] | None = None,
+        app: dict[str, Any] | str | None = None,
         rng: random.Random | None = None,
         lease_s: float = 30.0,
     ) -> None:
+        check_runner_args(
+            model=model,
+            registry=registry,
+            budgets=budgets,
+            store=store,
+            clock=clock,
+            policy=policy,
+            prices=prices,
+            instructions=instructions,
+            lease_s=lease_s,
+            audit_key=audit_key,
+            hooks={"on_progress": on_progress, "on_transition": on_transition},
+        )
         self.model = model
         self.adapter = model.adapter
         self.registry = registry
@@ -112,12 +120,7 @@ class Runner:
         self.policy = policy or Policy()
         self.instructions = instructions
         self.messages = list(messages)
-        self.settings = dict(settings or {})
-        unknown = set(self.settings) - SETTINGS_KEYS
-        if unknown:
-            raise UsageError(f"unknown model settings {sorted(unknown)}; allowed: {sorted(SETTINGS_KEYS)}")
-        if not isinstance(self.settings.get("reset_tool_choice", True), bool):
-            raise UsageError("settings['reset_tool_choice'] must be True or False")
+        self.settings = checked_settings(settings)
         self.ids: IdSource = ids or RandomIds()
         self.prices = dict(prices or {})
         required_price(self.prices, self.budgets, self.settings)  # D12: max_cost needs a price
@@ -126,11 +129,11 @@ class Runner:
         env_key = os.environ.get("CALLBOUND_AUDIT_KEY")
         self.audit_key = audit_key if audit_key is not None else (env_key.encode() if env_key else None)
         self.executor = executor or ToolExecutor()
-        self.app = app  # recorded with each operation so `callbound resume` can rebuild this runner
+        # recorded with each operation so `callbound resume` can rebuild this runner (D21); its shape
+        # is checked now (a plain "module:factory" becomes {"ref": ..., "args": {}})
+        self.app = app_reference(app)
         # Backoff jitter (D26) draws from this; pass a seeded Random for reproducible retry timing.
         self.rng = rng if rng is not None else random.Random()
-        if not lease_s > 0:
-            raise UsageError("lease_s must be positive")
         # run/resume hold the operation's lease for this long past each renewal (D21, runtime/lease.py)
         self.lease_s = lease_s
         self._segments: dict[str, float] = {}  # operation id -> monotonic start of the active segment
@@ -162,19 +165,24 @@ class Runner:
         self._commit_sync(op)
         return op.operation_id
 
-    async def resume(self, operation_id: str, decisions: Sequence[Decision] = ()) -> Outcome:
-        """Record ``decisions`` and drive the operation on. Holds its lease meanwhile, so two drives
-        never run one operation at once (``OperationBusy``); a drive of this host whose process is
-        gone is taken over at once, anyone else's lease must expire first (D21)."""
+    async def resume(self, operation_id: str, decisions: Sequence[Decision] | Decision = ()) -> Outcome:
+        """Record ``decisions`` (a single ``Decision`` is a list of one) and drive the operation on.
+        Holds its lease meanwhile, so two drives never run one operation at once (``OperationBusy``);
+        a drive of this host whose process is gone is taken over at once, anyone else's lease must
+        expire first (D21)."""
+        check_operation_id(operation_id)
+        decisions = checked_decisions(decisions)  # all of them, before the lease and any record
         refuse_if_finished(self.store, operation_id)  # before the lease: a refusal writes nothing
         async with driving(self.store, operation_id, self.lease_s) as fence:
             return await self.resume_leased(operation_id, decisions, fence=fence)
 
     async def resume_leased(
-        self, operation_id: str, decisions: Sequence[Decision] = (), *, fence: int | None = None
+        self, operation_id: str, decisions: Sequence[Decision] | Decision = (), *, fence: int | None = None
     ) -> Outcome:
         """``resume`` for a caller that already holds the operation's lease (a worker's claim), whose
         token is ``fence``: ``StaleLease`` if the lease was taken over before the operation was read."""
+        check_operation_id(operation_id)
+        decisions = checked_decisions(decisions)
         op, ended = await load_to_drive(self, operation_id, fence)
         if ended is not None:
             return ended  # its stored rows differ from its audit chain: FAILED(INTEGRITY) (D20)
@@ -188,11 +196,13 @@ class Runner:
     ) -> Outcome:
         return _run_sync(self.run(input, tenant, subject, operation_id))
 
-    def resume_sync(self, operation_id: str, decisions: Sequence[Decision] = ()) -> Outcome:
+    def resume_sync(self, operation_id: str, decisions: Sequence[Decision] | Decision = ()) -> Outcome:
         return _run_sync(self.resume(operation_id, decisions))
 
     def decide(self, decision: Decision, *, tenant: str, _op: Operation | None = None) -> PendingApproval:
         """Record one decision (single use, D17) without resuming. Works from any process."""
+        check_tenant(tenant)
+        [decision] = checked_decisions([decision])
         return record(self, decision, tenant, _op)
 
     def check_approver(self, approver: str, approval: PendingApproval) -> None:
@@ -224,8 +234,7 @@ class Runner:
     def _new_operation(
         self, input: str | None, tenant: str, subject: str, operation_id: str | None
     ) -> Operation:
-        if not tenant or not subject:
-            raise UsageError("run() needs a tenant and a subject")
+        check_new_operation(input, tenant, subject, operation_id)
         now = self.clock.now()
         op = Operation(
             operation_id=operation_id or self.ids.new_id("op"),
@@ -418,11 +427,12 @@ class Runner:
             previous_response_id=op.last_turn.response_id if use_prev and op.last_turn else None,
             new_items=op.transcript[op.new_items_start :] if use_prev else None,
         )
+        # the request's timeout: the time left, not_after included (D14, D26)
         meta = RequestMeta(
             op.operation_id,
             op.model_requests,
             op.last_turn,
-            max(0.0, op.budgets.deadline_s - op.spent.active_s),
+            remaining_s(op.budgets, op.spent, self.clock.now()),
         )
         progress = None
         if self.on_progress is not None:
@@ -465,61 +475,37 @@ class Runner:
         v = classify_turn(turn)
         ids = {"response_id": turn.response_id, "raw_stop_reason": turn.raw_stop_reason}
         if v.retryable:
-            remaining = op.budgets.deadline_s - op.spent.active_s
-            retry_after = turn.failure.retry_after_s if turn.failure else None
-            delay = (
-                backoff_delay(op.retries + 1, retry_after, remaining, rng=self.rng)
-                if op.retries < op.budgets.max_retries
-                else None
-            )
-            spent = check_running(op.budgets, op.spent, self.clock.now()) if delay is None else None
-            if isinstance(spent, Stop) and spent.reason == "DEADLINE":
-                # no time left to try again: the deadline ended the operation, not the provider (D14)
-                self._stop(
-                    op,
-                    spent.reason,
-                    spent.detail,
-                    retries=op.retries,
-                    response_id=turn.response_id,
-                    raw_stop_reason=turn.raw_stop_reason,
-                )
-            elif delay is None:
-                cut = turn.reason == "stream_interrupted"
-                target = State.INCOMPLETE if cut else State.FAILED
-                self._finish_failure(op, turn, target, v.reason or "API_ERROR", retries=op.retries)
-            else:
-                op.retries += 1
-                op.retry_after_s = delay
-                self._move(
-                    op,
-                    State.RETRY,
-                    v.reason.lower() if v.reason else "retry",
-                    attempt=op.retries,
-                    delay_s=round(delay, 3),
-                    **ids,
-                )
+            after_retryable(self, op, turn, v.reason)  # RETRY, or an end: retries or time used up
             await self._flush(op)
             return
         op.retries = 0
         op.spent.model_turns += 1
+        # A turn that answers or goes on: the deadline and not_after (D14), usage a budget needs but the
+        # provider did not report (USAGE_UNKNOWN, D12/D27), its own tokens and cost (issue 2 §5).
+        after = (
+            check_after_turn(op.budgets, op.spent, turn.usage, self.clock.now())
+            if v.target in (State.COMPLETED, State.VALIDATING, State.MODEL_REQUESTED)
+            else None
+        )
         if v.target is State.COMPLETED:
-            op.text = turn.text  # kept either way: the answer came
-            over = check_spend(op.budgets, op.spent)  # its own tokens may trip a budget (issue 2 §5)
-            if isinstance(over, Stop):
+            if isinstance(after, Stop):  # the answer came, but over a limit: its text is kept
+                op.text = turn.text or None
                 self._stop(
-                    op, over.reason, over.detail, ended_by=turn.response_id, response_id=turn.response_id
+                    op, after.reason, after.detail, ended_by=turn.response_id, response_id=turn.response_id
                 )
             else:
+                op.text = turn.text
                 self._move(op, State.COMPLETED, "final_text", **ids)
         elif v.target is State.VALIDATING:
             self._move(
                 op, State.VALIDATING, "tool_proposals", call_ids=[c.call_id for c in turn.calls], **ids
             )
-            stop = check_running(op.budgets, op.spent, self.clock.now())
-            if isinstance(stop, Stop):
-                self._stop(op, stop.reason, stop.detail, response_id=turn.response_id)
+            if isinstance(after, Stop):  # none of its calls runs
+                self._stop(op, after.reason, after.detail, response_id=turn.response_id)
             else:
                 plan(self, op, turn)
+        elif isinstance(after, Stop):  # CONTINUE whose turn trips a guard
+            self._stop(op, after.reason, after.detail, response_id=turn.response_id)
         elif v.target is State.MODEL_REQUESTED:  # CONTINUE: resend the output unchanged
             op.append_items(self.adapter.turn_items(turn))
             op.new_items_start = len(op.transcript)
@@ -560,15 +546,7 @@ class Runner:
             op.spent.cost += usage.cost
 
     async def _retry(self, op: Operation) -> None:
-        verdict = check_running(op.budgets, op.spent, self.clock.now())
-        if isinstance(verdict, Stop):
-            self._stop(op, verdict.reason, verdict.detail)
-            await self._flush(op)
-            return
-        await self.clock.sleep(op.retry_after_s or 0.0)
-        op.retry_after_s = None
-        self._move(op, State.MODEL_REQUESTED, "retry", attempt=op.retries)
-        await self._flush(op)
+        await retry_step(self, op)  # runtime/retry.py
 
     def _trusted_op(self, op: Operation) -> TrustedOperation:
         return TrustedOperation(op.operation_id, op.tenant, op.subject, None)

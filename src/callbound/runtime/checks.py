@@ -1,0 +1,179 @@
+"""Checks of the Runner's public arguments. D4: only ``UsageError`` and ``StoreError`` escape ``run`` and
+``resume``; a caller's misuse is a ``UsageError`` at the call, before anything is stored or any request
+is made, not a ``TypeError`` or ``AttributeError`` later (after a paid model turn, or from another
+process reading what was stored)."""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ..core.approvals import Decision
+from ..core.canonical import canonical_json
+from ..core.errors import CallboundError, UsageError
+from ..core.guards import Budgets
+from ..core.registry import Registry
+from .outcome import Policy, Price
+
+SETTINGS_KEYS = frozenset(
+    {
+        "model",
+        "tool_choice",
+        "reset_tool_choice",
+        "temperature",
+        "max_output_tokens",
+        "stream",
+        "continuation",
+        "store",
+        "extra",
+    }
+)
+
+_STORE_METHODS = ("commit", "load_operation", "audit_events", "get_approval")
+_APP_SHAPE = "{'ref': 'module:factory', 'args': {...}} or a 'module:factory' string"
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def check_runner_args(
+    *,
+    model: Any,
+    registry: Any,
+    budgets: Any,
+    store: Any,
+    clock: Any,
+    policy: Any,
+    prices: Any,
+    instructions: Any,
+    lease_s: Any,
+    audit_key: Any,
+    hooks: dict[str, Any],
+) -> None:
+    """The Runner's arguments, each of the kind it must be."""
+    adapter = getattr(model, "adapter", None)
+    if adapter is None or not callable(getattr(model, "complete", None)):
+        raise UsageError(
+            f"Runner(model=...) needs a model client (callbound.testing.ScriptedModel or a client from "
+            f"callbound.transports), not {_kind(model)}"
+        )
+    if not isinstance(registry, Registry):
+        raise UsageError(
+            f"Runner(registry=...) takes a callbound.Registry([ToolSpec, ...]), not {_kind(registry)}"
+        )
+    if store is not None and isinstance(store, str | bytes | os.PathLike):
+        raise UsageError(
+            f"Runner(store=...) takes a Store object, not a URL or path ({store!r}): build one with "
+            "callbound.stores.open(url), e.g. callbound.stores.open('sqlite:///callbound.db')"
+        )
+    if store is not None and not all(callable(getattr(store, m, None)) for m in _STORE_METHODS):
+        raise UsageError(
+            f"Runner(store=...) takes a Store (MemoryStore, or callbound.stores.open(url)), not {_kind(store)}"
+        )
+    if budgets is not None and not isinstance(budgets, Budgets):
+        raise UsageError(f"Runner(budgets=...) takes a callbound.Budgets(...), not {_kind(budgets)}")
+    if policy is not None and not isinstance(policy, Policy):
+        raise UsageError(f"Runner(policy=...) takes a callbound.Policy(...), not {_kind(policy)}")
+    if clock is not None and not all(
+        callable(getattr(clock, m, None)) for m in ("now", "monotonic", "sleep")
+    ):
+        raise UsageError(f"Runner(clock=...) needs now(), monotonic() and sleep(), not {_kind(clock)}")
+    if prices is not None and not (
+        isinstance(prices, dict)
+        and all(isinstance(k, str) and isinstance(v, Price) for k, v in prices.items())
+    ):
+        raise UsageError(
+            "Runner(prices=...) takes {model name: callbound.Price(input_per_mtok, output_per_mtok)}"
+        )
+    if instructions is not None and not isinstance(instructions, str):
+        raise UsageError(f"Runner(instructions=...) takes a str or None, not {_kind(instructions)}")
+    if isinstance(lease_s, bool) or not isinstance(lease_s, int | float) or not 0 < lease_s < math.inf:
+        raise UsageError(f"lease_s must be a positive number of seconds, not {lease_s!r}")
+    if audit_key is not None and not isinstance(audit_key, bytes):
+        raise UsageError(f"Runner(audit_key=...) takes bytes or None, not {_kind(audit_key)}")
+    for name, hook in hooks.items():
+        if hook is not None and not callable(hook):
+            raise UsageError(f"Runner({name}=...) takes a function or None, not {_kind(hook)}")
+
+
+def checked_settings(settings: Any) -> dict[str, Any]:
+    """The model settings (D25): a dict of known keys, copied."""
+    if settings is not None and not isinstance(settings, dict):
+        raise UsageError(f"Runner(settings=...) takes a dict, not {_kind(settings)}")
+    out = dict(settings or {})
+    unknown = set(out) - SETTINGS_KEYS
+    if unknown:
+        raise UsageError(f"unknown model settings {sorted(unknown)}; allowed: {sorted(SETTINGS_KEYS)}")
+    if not isinstance(out.get("reset_tool_choice", True), bool):
+        raise UsageError("settings['reset_tool_choice'] must be True or False")
+    return out
+
+
+def app_reference(app: Any) -> dict[str, Any] | None:
+    """The application saved with each operation (D21) in the shape ``callbound resume``, ``approvals
+    approve``, ``ops cancel`` and workers read: ``{"ref": "module:factory", "args": {...}}``. A plain
+    ``"module:factory"`` string (the ``--app`` form) is taken as that with no arguments."""
+    if app is None:
+        return None
+    if isinstance(app, str):
+        app = {"ref": app, "args": {}}
+    if not isinstance(app, dict) or set(app) - {"ref", "args"}:
+        raise UsageError(f"Runner(app=...) must be {_APP_SHAPE}, not {app!r}")
+    ref, args = app.get("ref"), app.get("args")
+    args = {} if args is None else args
+    module, sep, attr = ref.partition(":") if isinstance(ref, str) else ("", "", "")
+    if not (sep and module and attr):
+        raise UsageError(f"Runner(app=...) needs 'ref' as 'module:factory' ({_APP_SHAPE}), not {ref!r}")
+    if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
+        raise UsageError(f"Runner(app=...) needs 'args' as a dict of keyword arguments, not {args!r}")
+    try:
+        canonical_json(args)  # saved with the operation; workers key runners by its canonical text
+    except (CallboundError, TypeError, ValueError) as exc:
+        raise UsageError(f"Runner(app=...) 'args' must be plain JSON values: {exc}") from exc
+    return {"ref": ref, "args": copy.deepcopy(args)}
+
+
+def check_new_operation(input: Any, tenant: Any, subject: Any, operation_id: Any) -> None:
+    """``run``/``submit``: tenant and subject name who the operation acts for (D10, D17) and are stored,
+    compared and shown as text; so are the operation id and the input."""
+    for name, value in (("tenant", tenant), ("subject", subject)):
+        if not isinstance(value, str) or not value:
+            raise UsageError(f"run() needs a tenant and a subject as non-empty str; {name} is {value!r}")
+    if operation_id is not None and not isinstance(operation_id, str):
+        raise UsageError(f"operation_id must be a str or None, not {_kind(operation_id)}")
+    if input is not None and not isinstance(input, str):
+        raise UsageError(
+            f"input must be a str or None, not {_kind(input)}; pass earlier provider-native messages as "
+            "Runner(messages=[...])"
+        )
+
+
+def check_operation_id(operation_id: Any) -> None:
+    if not isinstance(operation_id, str) or not operation_id:
+        raise UsageError(f"operation_id must be a non-empty str, not {operation_id!r}")
+
+
+def check_tenant(tenant: Any) -> None:
+    if not isinstance(tenant, str) or not tenant:
+        raise UsageError(f"tenant must be a non-empty str, not {tenant!r}")
+
+
+def checked_decisions(decisions: Any) -> list[Decision]:
+    """``resume(op, decisions)`` (D17): a list of ``Decision``; a single ``Decision`` is a list of one.
+    Checked whole before any is recorded."""
+    hint = "pass [callbound.Decision.approve(approval_id, approver=...)] or Decision.deny(...)"
+    if isinstance(decisions, Decision):
+        return [decisions]
+    if isinstance(decisions, str | bytes | dict) or not isinstance(decisions, Iterable):
+        raise UsageError(f"resume(decisions=...) takes a list of Decision, not {_kind(decisions)}: {hint}")
+    out = list(decisions)
+    for d in out:
+        if not isinstance(d, Decision):
+            raise UsageError(f"resume(decisions=...) holds a {_kind(d)}, not a Decision: {hint}")
+        if not isinstance(d.approval_id, str) or not d.approval_id:
+            raise UsageError(f"Decision.approval_id must be an approval id (str), not {d.approval_id!r}")
+    return out
