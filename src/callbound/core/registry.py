@@ -70,6 +70,11 @@ class CallContext:
     idempotency_key: str | None
     deadline: datetime | None
     attempt: int = 1
+    # The fencing token of the lease this call runs under (D21), None when the store keeps no leases.
+    # A driver frozen (not dead) past its lease can wake inside a handler after another driver took the
+    # operation over; only the downstream system can refuse it then: send this token with the
+    # idempotency key, and refuse a call whose token is lower than one already seen for that key.
+    fence: int | None = None
 
 
 Handler = Callable[[Any, CallContext], Any]

@@ -139,7 +139,15 @@ def _ctx(runner: Runner, op: Operation, rec: CallRecord, spec: ToolSpec, attempt
     now = runner.clock.now()
     deadline = now + timedelta(seconds=remaining_s(op.budgets, op.spent, now))
     return CallContext(
-        op.operation_id, op.tenant, op.subject, rec.call_id, spec.name, rec.idempotency_key, deadline, attempt
+        op.operation_id,
+        op.tenant,
+        op.subject,
+        rec.call_id,
+        spec.name,
+        rec.idempotency_key,
+        deadline,
+        attempt,
+        op.fence,
     )
 
 
