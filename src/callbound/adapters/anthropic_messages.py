@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..core.errors import ProtocolViolation
+from ..core.errors import ProtocolViolation, UsageError
 from ..core.registry import ToolDeclaration
 from ..core.types import Failure, Finish, ModelTurn, Provenance, RawFailure, ToolCall, Usage
 from .anthropic_stream import _DELTA_DATA as _DELTA_DATA
@@ -71,7 +71,45 @@ THINKING_TYPES = ("thinking", "redacted_thinking")
 # Private key of a transcript item: the response's container id. Never sent inside a message.
 CONTAINER_KEY = "callbound:container"
 MESSAGE_KEYS = frozenset({"role", "content"})
-TOOL_CHOICES = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
+# settings["tool_choice"] strings: the API's types (anthropic-sdk-python ToolChoiceParam), and "required",
+# the OpenAI word for "any".
+TOOL_CHOICES = {
+    "auto": {"type": "auto"},
+    "any": {"type": "any"},
+    "required": {"type": "any"},
+    "none": {"type": "none"},
+}
+# Anthropic's own tool_choice objects: the keys each type takes besides "type" (ToolChoice*Param).
+_CHOICE_KEYS = {
+    "auto": {"disable_parallel_tool_use"},
+    "any": {"disable_parallel_tool_use"},
+    "none": set(),
+    "tool": {"name", "disable_parallel_tool_use"},
+}
+_ALLOWED_CHOICES = (
+    "'auto', 'any', 'none', 'required' or {'name': ...} (or the API's own {'type': 'auto'|'any'|'none'|"
+    "'tool', ...}; other forms go in settings['extra'])"
+)
+
+
+def _tool_choice(choice: Any) -> dict[str, Any]:
+    """``settings["tool_choice"]`` as the Messages API takes it; anything else would be a 400 on the
+    first request, so it is a ``UsageError`` now (D4, D25)."""
+    if isinstance(choice, str) and choice in TOOL_CHOICES:
+        return dict(TOOL_CHOICES[choice])
+    if isinstance(choice, dict):
+        kind = choice.get("type", "tool" if "name" in choice else None)
+        allowed = _CHOICE_KEYS.get(kind) if isinstance(kind, str) else None
+        name = choice.get("name")
+        parallel = choice.get("disable_parallel_tool_use", False)
+        if (
+            allowed is not None
+            and set(choice) - {"type"} <= allowed
+            and (kind != "tool" or (isinstance(name, str) and name))
+            and isinstance(parallel, bool)
+        ):
+            return {"type": kind, **{k: v for k, v in choice.items() if k != "type"}}
+    raise UsageError(f"tool_choice {choice!r} is not one of {_ALLOWED_CHOICES}")
 
 
 def _provenance(model: Any) -> Provenance:
@@ -366,13 +404,8 @@ class AnthropicMessagesAdapter:
         body["messages"] = messages
         if tools:
             body["tools"] = tools
-        choice = settings.get("tool_choice")
-        if isinstance(choice, dict) and "name" in choice and "type" not in choice:
-            body["tool_choice"] = {"type": "tool", "name": choice["name"]}
-        elif isinstance(choice, str):
-            body["tool_choice"] = TOOL_CHOICES.get(choice, {"type": choice})
-        elif choice is not None:
-            body["tool_choice"] = choice  # already in Anthropic's shape
+        if settings.get("tool_choice") is not None:
+            body["tool_choice"] = _tool_choice(settings["tool_choice"])
         if settings.get("temperature") is not None:
             body["temperature"] = settings["temperature"]
         body.update(settings.get("extra") or {})

@@ -110,7 +110,33 @@ def checked_settings(settings: Any) -> dict[str, Any]:
         raise UsageError(f"unknown model settings {sorted(unknown)}; allowed: {sorted(SETTINGS_KEYS)}")
     if not isinstance(out.get("reset_tool_choice", True), bool):
         raise UsageError("settings['reset_tool_choice'] must be True or False")
+    if out.get("extra") is not None and not isinstance(out["extra"], dict):
+        raise UsageError(f"settings['extra'] takes a dict of request fields, not {_kind(out['extra'])}")
     return out
+
+
+def check_settings_for(
+    adapter: Any, tools: list[dict[str, Any]], settings: dict[str, Any], instructions: Any
+) -> None:
+    """Settings the runner's adapter refuses (a ``tool_choice`` the API does not take, Chat ``n`` other
+    than 1, an ``extra`` that is no dict) are refused now, as D9 refuses a schema when the registry is
+    bound: not at the first model request, after the operation was stored (D4, D25). One throwaway
+    request is built with no items: no I/O, and the adapter's own rules are the ones applied."""
+    try:
+        adapter.build_request(
+            items=[],
+            tools=tools,
+            settings=settings,
+            instructions=instructions,
+            stream=bool(settings.get("stream")),
+        )
+    except UsageError:
+        raise
+    except Exception as exc:  # settings it cannot even merge are misuse too, not a crash later
+        raise UsageError(
+            f"Runner(settings=...) cannot be sent to {getattr(adapter, 'api', 'the API')}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def app_reference(app: Any) -> dict[str, Any] | None:

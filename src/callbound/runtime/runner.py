@@ -19,15 +19,8 @@ from typing import Any
 from ..core.approvals import Decision, PendingApproval
 from ..core.audit import AuditEvent
 from ..core.canonical import sha256_hex
-from ..core.dispatch import (
-    TrustedOperation,
-)
-from ..core.errors import (
-    IntentTaken,
-    OperationBusy,
-    StoreError,
-    UsageError,
-)
+from ..core.dispatch import TrustedOperation
+from ..core.errors import IntentTaken, OperationBusy, StoreError, UsageError
 from ..core.guards import (
     Budgets,
     Stop,
@@ -51,6 +44,7 @@ from .checks import (
     check_new_operation,
     check_operation_id,
     check_runner_args,
+    check_settings_for,
     check_tenant,
     checked_decisions,
     checked_settings,
@@ -138,8 +132,10 @@ class Runner:
         self.lease_s = lease_s
         self._segments: dict[str, float] = {}  # operation id -> monotonic start of the active segment
         self._turn_plain: tuple[ModelTurn, dict[str, Any]] | None = None
-        # Rendered once: raises UnsupportedSchema now rather than on the first live call (D9).
+        # Rendered once: raises UnsupportedSchema now rather than on the first live call (D9); so do
+        # settings the adapter refuses, a UsageError (runtime/checks.py).
         self.tools = self.adapter.render_tools(registry.declarations())
+        check_settings_for(self.adapter, self.tools, self.settings, instructions)
 
     # ---- public API ------------------------------------------------------------------------------
 
@@ -194,10 +190,10 @@ class Runner:
     def run_sync(
         self, input: str | None, tenant: str, subject: str, operation_id: str | None = None
     ) -> Outcome:
-        return _run_sync(self.run(input, tenant, subject, operation_id))
+        return _run_sync(self.run(input, tenant, subject, operation_id), self.executor.grace_s)
 
     def resume_sync(self, operation_id: str, decisions: Sequence[Decision] | Decision = ()) -> Outcome:
-        return _run_sync(self.resume(operation_id, decisions))
+        return _run_sync(self.resume(operation_id, decisions), self.executor.grace_s)
 
     def decide(self, decision: Decision, *, tenant: str, _op: Operation | None = None) -> PendingApproval:
         """Record one decision (single use, D17) without resuming. Works from any process."""
@@ -563,15 +559,38 @@ class Runner:
         return outcome_of(self.store, op)
 
 
-def _run_sync(coro: Any) -> Outcome:
-    """Thin synchronous facade (no second implementation)."""
+def _run_sync(coro: Any, grace_s: float) -> Outcome:
+    """Thin synchronous facade (no second implementation): ``asyncio.run``, except at the end. Tasks
+    still there (async handlers abandoned after their timeout and grace, D16, whose calls already
+    ended as timeouts) are cancelled and waited for at most ``grace_s``, not for as long as they
+    swallow cancellations (D14); the loop then closes without them."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        result: Outcome = asyncio.run(coro)
+        pass
+    else:
+        coro.close()
+        raise UsageError(
+            "run_sync/resume_sync cannot be called from a running event loop; await run()/resume()"
+        )
+    runner = asyncio.Runner()  # its run(): a new loop, the context, Ctrl-C cancels the main task
+    loop = runner.get_loop()
+    try:
+        result: Outcome = runner.run(coro)
         return result
-    coro.close()
-    raise UsageError("run_sync/resume_sync cannot be called from a running event loop; await run()/resume()")
+    finally:  # Runner.close() would wait for every task: closed here instead
+        try:
+            if left := asyncio.all_tasks(loop):
+                for task in left:
+                    task.cancel()
+                _, stuck = loop.run_until_complete(asyncio.wait(left, timeout=grace_s))
+                if stuck:
+                    log.warning("%d task(s) ignoring cancellation abandoned with the loop", len(stuck))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 __all__ = ["ApproverNotAllowed", "Outcome", "Policy", "Price", "Runner"]

@@ -29,6 +29,7 @@ from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
 from ..core.states import TERMINAL
 from ..stores.base import LeaseStore
 from .app import App, load_app
+from .checks import app_reference
 from .runner import Runner
 
 log = logging.getLogger("callbound.worker")
@@ -60,7 +61,7 @@ class Worker:
         app: App,
         store: LeaseStore,
         *,
-        app_ref: dict[str, Any] | None = None,
+        app_ref: dict[str, Any] | str | None = None,
         worker_id: str | None = None,
         lease_s: float = 30.0,
         poll_s: float = 0.2,
@@ -73,9 +74,10 @@ class Worker:
         self.app = app
         self.store = store
         self.runner = app.runner(store, ref=app_ref)
-        self._own_key: AppKey | None = None
-        if app_ref and app_ref.get("ref"):
-            self._own_key = _app_key(str(app_ref["ref"]), dict(app_ref.get("args") or {}))
+        # the reference as the runner saves it (runtime/checks.py): a plain "module:factory" string is
+        # {"ref": "module:factory", "args": {}}, a malformed one a UsageError
+        own = self.runner.app
+        self._own_key: AppKey | None = _app_key(own["ref"], own["args"]) if own else None
         self._runners: OrderedDict[AppKey, Runner] = OrderedDict()
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
         self.lease_s = lease_s
@@ -161,14 +163,13 @@ class Worker:
         saved = stored.head.get("app")
         if not saved:
             return self.runner
-        ref = saved.get("ref") if isinstance(saved, dict) else None
-        args = (saved.get("args") or {}) if isinstance(saved, dict) else None
-        if not isinstance(ref, str) or not ref or not isinstance(args, dict):
-            raise UsageError(f"operation {operation_id} has a malformed saved application: {saved!r}")
-        try:
+        try:  # read as the runner saves it: a plain "module:factory" (an older build's) included
+            normal = app_reference(saved)
+            assert normal is not None
+            ref, args = normal["ref"], normal["args"]
             key = _app_key(ref, args)
         except CallboundError as exc:
-            raise UsageError(f"operation {operation_id} saved unusable --app arguments: {exc}") from exc
+            raise UsageError(f"operation {operation_id} has a malformed saved application: {exc}") from exc
         if key == self._own_key:
             return self.runner
         runner = self._runners.get(key)
