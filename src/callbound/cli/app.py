@@ -20,7 +20,15 @@ from ..core.errors import CallboundError, StoreError, UsageError
 from ..runtime.runner import Outcome
 from .ledger import ledger_app
 from .lifecycle import let_tool_handlers_finish, serve
-from .render import print_outcome, print_timeline_row, progress_printer
+from .render import (
+    DEFAULT_STORE,
+    print_outcome,
+    print_table,
+    print_timeline_row,
+    print_waiting,
+    progress_printer,
+    resume_hint,
+)
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run LLM tool-calling loops safely.")
 demo_app = typer.Typer(no_args_is_help=True, help="Demonstrations driven by a scripted model.")
@@ -43,7 +51,6 @@ StoreOpt = Annotated[
     str,
     typer.Option("--store", help="sqlite:///path.db (default ./callbound.db), postgresql://..., or memory:"),
 ]
-DEFAULT_STORE = "sqlite:///callbound.db"
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -169,11 +176,11 @@ def demo_refund(
                     except (typer.Abort, EOFError, KeyboardInterrupt):
                         # no answer (end of input, Ctrl-C): the pause is saved, as without a terminal
                         out.print()
-                        _print_waiting(outcome, store, as_json)
+                        print_waiting(out, outcome, store, as_json, "demo")
                         raise typer.Exit(0) from None
                     verdict = "approve" if confirmed else "deny"
                 if verdict is None:
-                    _print_waiting(outcome, store, as_json)
+                    print_waiting(out, outcome, store, as_json, "demo")
                     raise typer.Exit(0)
                 decisions.append(
                     Decision.approve(a.approval_id, approver)
@@ -203,25 +210,6 @@ def demo_refund(
             f"expected {expected_state} {expected_reason or ''}, got {outcome.state} {outcome.reason or ''}"
         )
     raise typer.Exit(0 if ok else 3)
-
-
-def _print_waiting(outcome: Outcome, store: str, as_json: bool) -> None:
-    if as_json:
-        out.print_json(json.dumps(outcome.to_dict(), default=str))
-        return
-    print_outcome(out, outcome)
-    if store.startswith("memory:"):
-        # Fix: no approve/resume commands "from any shell": an in-memory operation dies with this process.
-        out.print(
-            "\nWaiting for approval in the in-memory store, which is gone when this process exits: "
-            "pass --approve or --deny, or --store sqlite:///callbound.db to continue from another shell."
-        )
-        return
-    store_arg = "" if store == DEFAULT_STORE else f" --store {store}"
-    out.print("\nSaved and waiting for approval. From any shell:")
-    for a in outcome.pending_approvals:
-        out.print(f"  callbound approvals approve {a.approval_id} --approver alice{store_arg}")
-    out.print(f"  callbound resume {outcome.operation_id}{store_arg}")
 
 
 def _require_live_key(runner: Any) -> None:
@@ -337,10 +325,8 @@ def _decide(
         out.print(f"approval {approval_id}: {decided.status} by {decided.approver} after it expired")
     else:
         out.print(f"approval {approval_id}: {decided.status} by {decided.approver} at {decided.decided_at}")
-    out.print(
-        f"resume with: callbound resume {approval.operation_id}"
-        + ("" if store == DEFAULT_STORE else f" --store {store}")
-    )
+    saved = (st.load_operation(approval.operation_id).head.get("app") or {}).get("ref")
+    out.print(resume_hint(approval.operation_id, store, app_ref if app_ref not in (None, saved) else None))
 
 
 @approvals_app.command("approve")
@@ -421,16 +407,8 @@ def ops_list(
     _print_table(table)
 
 
-def _print_table(table: Any) -> None:
-    """Ids are what the next command takes: printed whole, also when the output is not a terminal (rich
-    would fit the table to 80 columns and cut them)."""
-    for column in table.columns[:2]:
-        column.no_wrap = True
-        column.overflow = "fold"
-    if out.is_terminal:
-        out.print(table)
-    else:
-        Console(width=10_000, soft_wrap=True, markup=False).print(table)
+def _print_table(table: Any) -> None:  # cli/ledger.py imports it too
+    print_table(out, table)
 
 
 @ops_app.command("show")

@@ -202,11 +202,11 @@ def _drive(runner: Any, prompt: str, tenant: str, subject: str, store: str, as_j
 
 def _report(outcome: Any, store: str, as_json: bool) -> None:
     """Print the outcome and exit as D28 says: 0 on COMPLETED or WAITING_APPROVAL, else 3."""
-    from .app import _print_waiting, out
-    from .render import print_outcome
+    from .app import out
+    from .render import print_outcome, print_waiting
 
     if outcome.state == "WAITING_APPROVAL":
-        _print_waiting(outcome, store, as_json)
+        print_waiting(out, outcome, store, as_json, "run")
     elif as_json:
         out.print_json(json.dumps(outcome.to_dict(), default=str))
     else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -109,4 +111,56 @@ def progress_printer(console: Console) -> Callable[[str, Progress], None]:
     return show
 
 
-_: Any = None
+DEFAULT_STORE = "sqlite:///callbound.db"
+
+
+def store_flag(store: str) -> str:
+    """The ``--store`` part of a command to print: nothing for the default store."""
+    return "" if store == DEFAULT_STORE else f" --store {shlex.quote(store)}"
+
+
+def resume_hint(operation_id: str, store: str, app_ref: str | None) -> str:
+    """The resume command to print after a decision. ``app_ref`` is the ``--app`` it needs: given for an
+    operation saved without that application (D21), or it would fail with "no saved application"."""
+    app = "" if app_ref is None else f" --app {shlex.quote(app_ref)}"
+    return f"resume with: callbound resume {operation_id}{app}{store_flag(store)}"
+
+
+def print_waiting(console: Console, outcome: Outcome, store: str, as_json: bool, command: str) -> None:
+    """An operation paused for approval, and what to do next with the options ``command`` (``demo`` or
+    ``run``) really has: only the demo decides with --approve/--deny (D28)."""
+    if as_json:
+        console.print_json(json.dumps(outcome.to_dict(), default=str))
+        return
+    print_outcome(console, outcome)
+    if store.startswith("memory:"):
+        # No approve/resume commands "from any shell": an in-memory operation dies with this process.
+        if command == "demo":
+            console.print(
+                "\nWaiting for approval in the in-memory store, which is gone when this process exits: "
+                "pass --approve or --deny, or --store sqlite:///callbound.db to continue from another shell."
+            )
+        else:
+            console.print(
+                "\nWaiting for approval in the in-memory store: the operation is lost when this process "
+                f"exits. To approve it from another shell, {command} it again with a durable store, e.g. "
+                "--store sqlite:///callbound.db."
+            )
+        return
+    flag = store_flag(store)
+    console.print("\nSaved and waiting for approval. From any shell:")
+    for a in outcome.pending_approvals:
+        console.print(f"  callbound approvals approve {a.approval_id} --approver alice{flag}")
+    console.print(f"  callbound resume {outcome.operation_id}{flag}")
+
+
+def print_table(console: Console, table: Any) -> None:
+    """Ids are what the next command takes: printed whole, also when the output is not a terminal (rich
+    would fit the table to 80 columns and cut them)."""
+    for column in table.columns[:2]:
+        column.no_wrap = True
+        column.overflow = "fold"
+    if console.is_terminal:
+        console.print(table)
+    else:
+        Console(width=10_000, soft_wrap=True, markup=False).print(table)
