@@ -540,10 +540,10 @@ def worker_cmd(
     ] = None,
 ) -> None:
     """Claim runnable operations from the store and drive them (D21)."""
-    import asyncio
     import logging
 
     from ..runtime.app import load_app
+    from ..runtime.runner import run_blocking
     from ..runtime.worker import Worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -557,7 +557,8 @@ def worker_cmd(
             lease_s=lease,
             poll_s=poll,
         )
-        stats = asyncio.run(serve(worker, err, max_operations, idle_exit))
+        # not asyncio.run: it would wait for ever for an abandoned async handler that ignores cancels
+        stats = run_blocking(serve(worker, err, max_operations, idle_exit), worker.runner.executor.grace_s)
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
     out.print(

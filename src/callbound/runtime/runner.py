@@ -13,8 +13,8 @@ import copy
 import logging
 import os
 import random
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
 from ..core.approvals import Decision, PendingApproval
 from ..core.audit import AuditEvent
@@ -190,10 +190,10 @@ class Runner:
     def run_sync(
         self, input: str | None, tenant: str, subject: str, operation_id: str | None = None
     ) -> Outcome:
-        return _run_sync(self.run(input, tenant, subject, operation_id), self.executor.grace_s)
+        return run_blocking(self.run(input, tenant, subject, operation_id), self.executor.grace_s)
 
     def resume_sync(self, operation_id: str, decisions: Sequence[Decision] | Decision = ()) -> Outcome:
-        return _run_sync(self.resume(operation_id, decisions), self.executor.grace_s)
+        return run_blocking(self.resume(operation_id, decisions), self.executor.grace_s)
 
     def decide(self, decision: Decision, *, tenant: str, _op: Operation | None = None) -> PendingApproval:
         """Record one decision (single use, D17) without resuming. Works from any process."""
@@ -559,8 +559,11 @@ class Runner:
         return outcome_of(self.store, op)
 
 
-def _run_sync(coro: Any, grace_s: float) -> Outcome:
-    """Thin synchronous facade (no second implementation): ``asyncio.run``, except at the end. Tasks
+_T = TypeVar("_T")
+
+
+def run_blocking(coro: Coroutine[Any, Any, _T], grace_s: float) -> _T:
+    """Thin synchronous facade (no second implementation; also the worker command's): ``asyncio.run``, except at the end. Tasks
     still there (async handlers abandoned after their timeout and grace, D16, whose calls already
     ended as timeouts) are cancelled and waited for at most ``grace_s``, not for as long as they
     swallow cancellations (D14); the loop then closes without them."""
@@ -576,8 +579,7 @@ def _run_sync(coro: Any, grace_s: float) -> Outcome:
     runner = asyncio.Runner()  # its run(): a new loop, the context, Ctrl-C cancels the main task
     loop = runner.get_loop()
     try:
-        result: Outcome = runner.run(coro)
-        return result
+        return runner.run(coro)
     finally:  # Runner.close() would wait for every task: closed here instead
         try:
             if left := asyncio.all_tasks(loop):
