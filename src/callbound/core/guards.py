@@ -17,16 +17,25 @@ from .errors import UsageError
 from .types import Usage
 
 
-def _checked_cost(value: Any, saved: bool) -> Decimal:
-    # A cost of 0 stops every priced run after its first turn; operations saved with it still load.
-    refused = UsageError(f"Budgets.max_cost must be a finite amount > 0 (a Decimal), or None, not {value!r}")
+def money_amount(value: Any, refused: UsageError) -> Decimal:
+    """A finite Decimal >= 0 from a Decimal, int, float or numeric string (a float through its str, so
+    3.0 is exactly 3.0); a bool or anything else raises ``refused``. Budgets and prices share it."""
     if isinstance(value, bool) or not isinstance(value, Decimal | int | float | str):
         raise refused
     try:
-        cost = value if isinstance(value, Decimal) else Decimal(str(value))
+        amount = value if isinstance(value, Decimal) else Decimal(str(value))
     except ArithmeticError:  # decimal.InvalidOperation: not a number at all
         raise refused from None
-    if not cost.is_finite() or cost < 0 or (cost == 0 and not saved):
+    if not amount.is_finite() or amount < 0:
+        raise refused
+    return amount
+
+
+def _checked_cost(value: Any, saved: bool) -> Decimal:
+    # A cost of 0 stops every priced run after its first turn; operations saved with it still load.
+    refused = UsageError(f"Budgets.max_cost must be a finite amount > 0 (a Decimal), or None, not {value!r}")
+    cost = money_amount(value, refused)
+    if cost == 0 and not saved:
         raise refused
     return cost
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from ..core.approvals import DEFAULT_APPROVAL_TTL, PendingApproval
 from ..core.dispatch import PolicyAuthorize
 from ..core.errors import UsageError
+from ..core.guards import money_amount
 from ..core.registry import is_async_callable
 from ..core.states import State
 from ..core.types import Transition, Usage
@@ -86,15 +87,7 @@ def _amount(name: str, value: Any) -> Decimal:
     refused = UsageError(
         f"Price.{name} must be a finite amount >= 0 per million tokens (a Decimal or a number), not {value!r}"
     )
-    if isinstance(value, bool) or not isinstance(value, Decimal | int | float | str):
-        raise refused
-    try:
-        amount = value if isinstance(value, Decimal) else Decimal(str(value))
-    except ArithmeticError:  # decimal.InvalidOperation: not a number at all
-        raise refused from None
-    if not amount.is_finite() or amount < 0:
-        raise refused
-    return amount
+    return money_amount(value, refused)
 
 
 def priced(usage: Usage, price: Price | None) -> Usage:
