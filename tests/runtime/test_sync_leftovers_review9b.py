@@ -169,3 +169,23 @@ def test_run_sync_inside_a_running_loop_is_still_a_usage_error() -> None:
             raise AssertionError("run_sync inside a loop did not raise")
 
     asyncio.run(inside())
+
+
+def test_an_abandoned_task_is_let_go_quietly() -> None:
+    """The task abandoned with the loop leaves the executor's task set (no reference for the process's
+    life) and its collection is not logged as a lost pending task: the warning named it once."""
+    from callbound.runtime import tools
+
+    async def stubborn(args: Any, ctx: cb.CallContext) -> dict[str, Any]:
+        end = time.monotonic() + HOLD_OUT_S
+        while time.monotonic() < end:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(max(0.0, end - time.monotonic()))
+        return {"late": True}
+
+    before = set(tools._handler_tasks)
+    r, _ = runner(stubborn, grace_s=0.1)
+    out = r.run_sync("go", tenant="t", subject="s")
+    assert out.state == cb.State.COMPLETED
+    left = set(tools._handler_tasks) - before
+    assert left == set()

@@ -61,7 +61,7 @@ from .planning import approvals_ready, plan
 from .pricing import required_price
 from .results import send_results
 from .retry import after_retryable, raised_turn, retry_step
-from .tools import ToolExecutor
+from .tools import ToolExecutor, abandon_tasks
 
 log = logging.getLogger("callbound.runtime")
 
@@ -563,10 +563,10 @@ _T = TypeVar("_T")
 
 
 def run_blocking(coro: Coroutine[Any, Any, _T], grace_s: float) -> _T:
-    """Thin synchronous facade (no second implementation; also the worker command's): ``asyncio.run``, except at the end. Tasks
-    still there (async handlers abandoned after their timeout and grace, D16, whose calls already
-    ended as timeouts) are cancelled and waited for at most ``grace_s``, not for as long as they
-    swallow cancellations (D14); the loop then closes without them."""
+    """Thin synchronous facade (no second implementation; also the worker command's): ``asyncio.run``,
+    except at the end. Tasks still there (async handlers abandoned after their timeout and grace, D16,
+    whose calls already ended as timeouts) are cancelled and waited for at most ``grace_s``, not for as
+    long as they swallow cancellations (D14); the loop then closes without them."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -588,6 +588,7 @@ def run_blocking(coro: Coroutine[Any, Any, _T], grace_s: float) -> _T:
                 _, stuck = loop.run_until_complete(asyncio.wait(left, timeout=grace_s))
                 if stuck:
                     log.warning("%d task(s) ignoring cancellation abandoned with the loop", len(stuck))
+                    abandon_tasks(stuck)
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:

@@ -224,6 +224,16 @@ _NOT_STARTED = object()
 _handler_tasks: set[asyncio.Task[Any]] = set()
 
 
+def abandon_tasks(tasks: set[asyncio.Task[Any]]) -> None:
+    """Let go of tasks whose event loop is closing without them (``run_blocking``): they can never end
+    now, so they leave ``_handler_tasks`` (no reference kept for the process's life) and their
+    collection is not reported as a lost pending task (their calls already ended as timeouts, and a
+    warning named them once)."""
+    for task in tasks:
+        _handler_tasks.discard(task)
+        task._log_destroy_pending = False  # type: ignore[attr-defined]  # asyncio.Task's own switch
+
+
 async def _invoke(handler: Callable[..., Any], args: Any, ctx: CallContext) -> Any:
     return await handler(args, ctx)  # the call itself inside the task: what it raises is the task's
 
