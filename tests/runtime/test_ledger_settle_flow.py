@@ -93,6 +93,9 @@ async def test_a_handler_alive_intent_settled_as_applied_is_replayed_without_run
     out2 = await op2.run()
     assert out2.state == cb.State.COMPLETED
     assert error_code(last_outputs(op2.model)["call_2"]) == "IN_PROGRESS"
+    told = last_outputs(op2.model)["call_2"]["error"]["message"]
+    # op1 has ended: the model is not told the request is being carried out right now (review 9)
+    assert "unknown outcome" in told and "being carried out" not in told
     assert pay.invocations == [out1.operation_id]
 
     pay.release.set()  # the late thread lands the payment; the human sees it downstream

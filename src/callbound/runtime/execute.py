@@ -421,9 +421,15 @@ async def _run_write(
         # run it nor reconcile it (D16, D21). Nothing of ours happened; the model may ask again
         # later, when the ledger holds that operation's outcome to replay.
         rec.producer = "ledger"
+        assert entry is not None
         why = (
-            f"the same {spec.name} request is already being carried out elsewhere and its outcome is "
-            "not known yet; it was not run again. Do not repeat it now."
+            # handler_alive: the attempt that holds the key was given up on, its handler may still land
+            # the effect, and a human settles it; "being carried out elsewhere" read as if it were live.
+            f"an earlier {spec.name} request with the same intent has an unknown outcome that is being "
+            "checked; it was not run again. Do not repeat it now."
+            if entry.status is LedgerStatus.UNKNOWN
+            else f"the same {spec.name} request is already being carried out elsewhere and its outcome "
+            "is not known yet; it was not run again. Do not repeat it now."
         )
         refuse(runner, op, turn, rec, spec, IN_PROGRESS, why)
         return
