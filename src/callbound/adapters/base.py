@@ -207,6 +207,20 @@ def make_call(
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def rendered_tool_choice(choice: Any, plain: dict[str, Any], named: Callable[[str], Any]) -> Any | None:
+    """The runtime's ``tool_choice`` setting in one API's shape: None when unset, ``plain[choice]`` for
+    "auto" / "required" / "none" (the keys the API takes), ``named(name)`` for ``{"name": tool}``.
+    Anything else is a ``UsageError`` raised when the runner is built (D4, D9); provider-specific forms
+    go through ``settings["extra"]``."""
+    if choice is None:
+        return None
+    if isinstance(choice, dict) and isinstance(choice.get("name"), str):
+        return named(choice["name"])
+    if isinstance(choice, str) and choice in plain:
+        return plain[choice]
+    raise UsageError(f"tool_choice {choice!r} is not one of 'auto', 'required', 'none' or {{'name': ...}}")
+
+
 def utf8_len(text: str) -> int:
     """UTF-8 bytes of streamed argument text, for the byte caps. Never raises: a lone surrogate (one
     half of a character outside the BMP whose escaped halves arrived in two deltas) counts 2 bytes,

@@ -40,7 +40,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.errors import ProtocolViolation, UsageError
+from ..core.errors import ProtocolViolation
 from ..core.registry import ToolDeclaration
 from ..core.types import (
     Failure,
@@ -59,6 +59,7 @@ from .base import (
     http_retryable,
     make_call,
     map_failure,
+    rendered_tool_choice,
     retry_after_seconds,
     synthetic_response_id,
 )
@@ -251,13 +252,12 @@ def error_turn(
 
 
 def _tool_config(choice: Any) -> dict[str, Any] | None:
-    if choice is None:
-        return None
-    if isinstance(choice, dict) and isinstance(choice.get("name"), str):
-        return {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [choice["name"]]}}
-    if isinstance(choice, str) and choice in _TOOL_CHOICE:
-        return {"functionCallingConfig": {"mode": _TOOL_CHOICE[choice]}}
-    raise UsageError(f"tool_choice {choice!r} is not one of 'auto', 'required', 'none' or {{'name': ...}}")
+    config: dict[str, Any] | None = rendered_tool_choice(
+        choice,
+        {k: {"functionCallingConfig": {"mode": mode}} for k, mode in _TOOL_CHOICE.items()},
+        lambda name: {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [name]}},
+    )
+    return config
 
 
 def _parts_of(content: Any, key: str) -> list[dict[str, Any]]:

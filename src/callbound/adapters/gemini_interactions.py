@@ -68,6 +68,7 @@ from .base import (
     http_retryable,
     make_call,
     map_failure,
+    rendered_tool_choice,
     result_text,
     retry_after_seconds,
     synthetic_response_id,
@@ -393,15 +394,13 @@ class GeminiInteractionsAdapter:
             generation["temperature"] = settings["temperature"]
         if settings.get("max_output_tokens") is not None:
             generation["max_output_tokens"] = settings["max_output_tokens"]
-        choice = settings.get("tool_choice")
-        if isinstance(choice, dict) and isinstance(choice.get("name"), str):
-            generation["tool_choice"] = {"allowed_tools": {"mode": "any", "tools": [choice["name"]]}}
-        elif isinstance(choice, str) and choice in _TOOL_CHOICE:
-            generation["tool_choice"] = _TOOL_CHOICE[choice]
-        elif choice is not None:
-            raise UsageError(
-                f"tool_choice {choice!r} is not one of 'auto', 'required', 'none' or {{'name': ...}}"
-            )
+        choice = rendered_tool_choice(
+            settings.get("tool_choice"),
+            _TOOL_CHOICE,
+            lambda name: {"allowed_tools": {"mode": "any", "tools": [name]}},
+        )
+        if choice is not None:
+            generation["tool_choice"] = choice
         if generation:
             body["generation_config"] = generation
         if settings.get("store") is False:

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ProtocolViolation, UsageError
+from ..core.errors import ProtocolViolation
 from ..core.registry import ToolDeclaration
 from ..core.types import (
     Failure,
@@ -57,6 +57,7 @@ from .base import (
     http_retryable,
     make_call,
     map_failure,
+    rendered_tool_choice,
     result_text,
     retry_after_seconds,
     synthetic_response_id,
@@ -74,7 +75,7 @@ RETRYABLE_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "serve
 # Error codes saying the input exceeds the model's context window (D1: TRUNCATED, not an API failure).
 CONTEXT_WINDOW_CODES = frozenset({"context_length_exceeded"})
 # settings["tool_choice"] strings the API takes (openai-python ToolChoiceOptions: "none", "auto", "required").
-TOOL_CHOICES = frozenset({"auto", "none", "required"})
+TOOL_CHOICES = {"auto": "auto", "none": "none", "required": "required"}
 
 # Output items that ask the client to act, each answered by its own input item type (custom_tool_call_output,
 # shell_call_output, mcp_approval_response, ...), never by a function_call_output. callbound renders function
@@ -409,17 +410,13 @@ class OpenAIResponsesAdapter:
             body["input"] = items
         if tools:
             body["tools"] = tools
-        choice = settings.get("tool_choice")
-        if isinstance(choice, dict) and isinstance(choice.get("name"), str):
-            body["tool_choice"] = {"type": "function", "name": choice["name"]}
-        elif isinstance(choice, str) and choice in TOOL_CHOICES:
+        # The API takes only these (openai-python ToolChoiceOptions, or a named function); anything
+        # else would be a 400 on the first request.
+        choice = rendered_tool_choice(
+            settings.get("tool_choice"), TOOL_CHOICES, lambda name: {"type": "function", "name": name}
+        )
+        if choice is not None:
             body["tool_choice"] = choice
-        elif choice is not None:
-            # The API takes only these (openai-python ToolChoiceOptions, or a named function); anything
-            # else is a 400 on the first request. Provider-specific forms go through settings["extra"].
-            raise UsageError(
-                f"tool_choice {choice!r} is not one of 'auto', 'required', 'none' or {{'name': ...}}"
-            )
         if settings.get("temperature") is not None:
             body["temperature"] = settings["temperature"]
         if settings.get("max_output_tokens") is not None:
