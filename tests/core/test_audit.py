@@ -92,7 +92,9 @@ def tampered_value(value: Any) -> Any:
     return value[:-1] + ("0" if value[-1:] != "0" else "1")
 
 
-FIELDS = [f.name for f in dataclasses.fields(AuditEvent)]
+# data_json is not a field of the event but the text its data was hashed as (compare=False); the
+# store keeps it, and what it loads back is ``data`` (tested below).
+FIELDS = [f.name for f in dataclasses.fields(AuditEvent) if f.compare]
 
 
 @pytest.mark.parametrize("key", [None, KEY])
@@ -193,3 +195,50 @@ def test_event_round_trip_through_json_still_verifies() -> None:
     assert restored == events
     assert verify_chain(restored, KEY) is None
     assert set(events[0].to_dict()) == set(FIELDS)
+
+
+# ---- the text an event's data was hashed as (AuditEvent.data_json) ------------------------------------
+
+_JSON_LEAF = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)  # 16 digits: checked on the exact path
+    | st.floats(allow_nan=False, allow_infinity=False)  # ECMAScript number text: the exact path
+    | st.sampled_from([1e16, 2.0**60, 1e20, 300.0, -0.0])  # canonical text without "." or "e"
+    | st.text(st.characters(exclude_categories=["Cs"]), max_size=8)  # astral characters included
+)
+_KEY = st.text(st.characters(exclude_categories=["Cs"]), max_size=6)
+_JSON_DATA = st.dictionaries(
+    _KEY,
+    st.recursive(
+        _JSON_LEAF,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEY, inner, max_size=3),
+        max_leaves=12,
+    ),
+    max_size=5,
+)
+
+
+@given(_JSON_DATA)
+def test_chained_text_is_the_canonical_json_of_the_data_and_loads_back_equal(data: dict[str, Any]) -> None:
+    """Stores keep ``data_json`` instead of encoding ``data`` again: it must load back as ``data``,
+    types included (the float 1e16 must not come back as an integer, which has no canonical form),
+    and the event read back from it must verify."""
+    ev = next_event(None, "op", "commit", "2025-01-01T00:00:00+00:00", data)
+    assert ev.data_json is not None
+    loaded = json.loads(ev.data_json)
+    assert loaded == data
+    assert json.dumps(loaded, sort_keys=True) == json.dumps(data, sort_keys=True)  # float stays float
+    assert canonical_sha256(loaded) == canonical_sha256(data)
+    stored = AuditEvent(ev.operation_id, ev.seq, ev.kind, ev.at, loaded, ev.prev_hash, ev.hash)
+    assert verify_chain([stored]) is None
+
+
+def test_replacing_the_data_drops_the_chained_text() -> None:
+    """``dataclasses.replace(ev, data=...)`` must not carry the old text to new data: a store would
+    write the old data under the new event."""
+    ev = next_event(None, "op", "commit", "2025-01-01T00:00:00+00:00", {"a": 1})
+    changed = dataclasses.replace(ev, data={"a": 2})
+    assert changed.data_json is None
+    assert changed == dataclasses.replace(ev, data={"a": 2})  # the text is not part of the identity
+    assert AuditEvent.from_dict(ev.to_dict()).data_json is None

@@ -738,3 +738,26 @@ def test_concurrent_claims_over_one_failed_entry_let_exactly_one_through(backend
     assert len(refused) == len(keys) * (len(ops) - 1)
     for k, op in won:
         assert first.ledger_get("acme", k) == make_entry(k, op)
+
+
+def test_audit_data_is_stored_as_chained_not_as_changed_later(store: Any) -> None:
+    """Every store keeps what the digest covered: a later change to the event's data dict (an object
+    the runtime may still hold) must not reach the stored chain, which would then fail to verify."""
+    events = make_events("op1", 2)
+    store.commit(Commit("op1", make_head("op1"), audit=events, create=True))
+    events[1].data["state"] = "CHANGED"
+    events[1].data["extra"] = [1.5]
+    stored = store.audit_events("op1")
+    assert [e.data for e in stored] == [{"i": 0, "state": "X"}, {"i": 1, "state": "X"}]
+    assert verify_chain(stored) is None
+
+
+def test_audit_event_without_json_data_is_a_store_error_and_writes_nothing(store: Any) -> None:
+    """An event not chained by ``next_event`` (no text of its own) is encoded by the store, and data
+    JSON cannot hold is refused as for any other part of a commit."""
+    create(store, "op1")
+    before = snapshot(store, "op1")
+    bad = replace(make_events("op1", 2)[1], data={"when": object()})
+    with pytest.raises(StoreError, match="not plain JSON"):
+        store.commit(Commit("op1", make_head("op1", "EXECUTING"), [JournalRow("note", {})], audit=[bad]))
+    assert snapshot(store, "op1") == before

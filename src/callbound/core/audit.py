@@ -13,10 +13,10 @@ import hashlib
 import hmac
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from .canonical import FlatRecord, canonical_sha256_str_keys
+from .canonical import FlatRecord, canonical_json_sha256_str_keys
 from .errors import CanonicalizationError
 
 GENESIS = "0" * 64
@@ -34,6 +34,11 @@ class AuditEvent:
     data: dict[str, Any]  # ids, states and digests; values only where the redaction hook allows
     prev_hash: str
     hash: str
+    # ``data`` as JSON text, written while computing its digest and set by ``next_event``: a store
+    # keeps that text rather than encoding ``data`` again (it loads back equal). Not part of the event's
+    # identity, and not an init field, so ``dataclasses.replace(ev, data=...)`` cannot carry the
+    # old text along with new data.
+    data_json: str | None = field(default=None, init=False, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,10 +64,18 @@ def link_hash(
     """Hash of one link: the canonical JSON (RFC 8785) of
     ``{"at", "data_sha256", "kind", "op", "prev", "seq"}``, written out field by field because this
     runs for every commit (keys listed in canonical order)."""
-    body = _LINK.encode((at, canonical_sha256_str_keys(data), kind, operation_id, prev_hash, seq))
+    return _link(prev_hash, operation_id, seq, kind, at, data, key)[0]
+
+
+def _link(
+    prev_hash: str, operation_id: str, seq: int, kind: str, at: str, data: dict[str, Any], key: bytes | None
+) -> tuple[str, str]:
+    """``link_hash`` and a JSON text of ``data`` whose canonical form it hashed."""
+    data_json, data_sha256 = canonical_json_sha256_str_keys(data)
+    body = _LINK.encode((at, data_sha256, kind, operation_id, prev_hash, seq))
     if key:
-        return hmac.new(key, body, hashlib.sha256).hexdigest()
-    return hashlib.sha256(body).hexdigest()
+        return hmac.new(key, body, hashlib.sha256).hexdigest(), data_json
+    return hashlib.sha256(body).hexdigest(), data_json
 
 
 def next_event(
@@ -75,15 +88,10 @@ def next_event(
 ) -> AuditEvent:
     seq = 0 if prev is None else prev.seq + 1
     prev_hash = GENESIS if prev is None else prev.hash
-    return AuditEvent(
-        operation_id,
-        seq,
-        kind,
-        at,
-        data,
-        prev_hash,
-        link_hash(prev_hash, operation_id, seq, kind, at, data, key),
-    )
+    link, data_json = _link(prev_hash, operation_id, seq, kind, at, data, key)
+    ev = AuditEvent(operation_id, seq, kind, at, data, prev_hash, link)
+    object.__setattr__(ev, "data_json", data_json)  # frozen; see the field
+    return ev
 
 
 @dataclass(frozen=True, slots=True)

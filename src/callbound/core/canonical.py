@@ -268,20 +268,31 @@ _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
 def canonical_sha256_str_keys(value: Any) -> str:
-    """``canonical_sha256`` for a value whose object keys are all ``str`` — callbound's own records
+    """``canonical_sha256`` for a value whose object keys are all ``str``: see
+    ``canonical_json_sha256_str_keys``."""
+    return canonical_json_sha256_str_keys(value)[1]
+
+
+def canonical_json_sha256_str_keys(value: Any) -> tuple[str, str]:
+    """JSON text of ``value`` that loads back equal to it (floats stay floats), and the SHA-256 (hex)
+    of its canonical JSON, for a value whose object keys are all ``str`` — callbound's own records
     (audit entries), never data from a model or a tool. Instead of walking the value first, it lets
     the C encoder write it and checks the text: with string keys, that text is the RFC 8785 one unless
     it has a float, a big integer or a character beyond the BMP, and those send it to the exact path.
     (The walk is what catches non-string keys, which the C encoder would silently turn into strings;
-    hence the precondition.)"""
+    hence the precondition.) The text is returned so that a store can keep it instead of encoding
+    the value a second time. It is the C encoder's even where the canonical text differs: RFC 8785
+    writes the float 1e16 as ``10000000000000000``, which would load back as an integer outside
+    ±(2^53-1), a value with no canonical form."""
     try:
         text = _dumps(value)
     except (TypeError, ValueError):  # not JSON, or NaN/Infinity: the exact path says why
-        return canonical_sha256(value)
+        canonical = canonical_json(value)  # pragma: no cover - raises for any value the encoder refuses
+        return canonical, hashlib.sha256(canonical.encode("utf-8")).hexdigest()  # pragma: no cover
     data = _to_bytes(text)
     if _number_risk(text, data) or (len(data) != len(text) and _ASTRAL.search(text)):
-        return canonical_sha256(value)
-    return hashlib.sha256(data).hexdigest()
+        return text, hashlib.sha256(canonical_bytes(value)).hexdigest()
+    return text, hashlib.sha256(data).hexdigest()
 
 
 class FlatRecord:
