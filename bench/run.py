@@ -1143,8 +1143,8 @@ def bounds_text(cfg: Config, rep: Report, prof: dict[str, Any]) -> list[str]:
             )
         text += (
             " No per-turn function is called more often at the larger N. The difference is the cyclic garbage "
-            "collector: the in-memory store keeps every journal row and audit event as Python objects (and the "
-            "operation its transcript and transitions), so the live heap grows by a few dozen tracked objects per "
+            "collector: the in-memory store keeps every journal row as Python objects (audit events as JSON text, and "
+            "the operation its transcript and transitions), so the live heap grows by a few dozen tracked objects per "
             "round trip; a full collection runs each time that growth reaches a quarter of the heap, and it "
             "traverses the whole heap (interpreter, pydantic and all). A 100-turn run is too short to reach one, a "
             "1,000-turn run is not."
