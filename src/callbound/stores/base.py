@@ -4,7 +4,9 @@ A store keeps, per operation, one small *head* row (state, counters, the turn un
 replaced on each commit, and an append-only *journal* (transitions, turns, transcript items, result
 envelopes). History is never rewritten (D18), so a commit costs the same at turn 1 and turn 1,000.
 Approvals, the idempotency ledger and the audit chain have their own tables. One ``commit`` is one
-atomic transaction.
+atomic transaction. An audit event chained by this process carries its data as JSON text
+(``AuditEvent.data_json``, written while hashing it): a store writes that text rather than encoding
+``data`` again, and gives back ``json.loads`` of it.
 """
 
 from __future__ import annotations
