@@ -234,6 +234,7 @@ def section_loops(cfg: Config, rep: Report) -> None:
                     r["wire_in_dumps_only_us"] = (
                         median([s - wr for s, wr in zip(d["samples_s"], d["wire_s"], strict=True)]) / n * 1e6
                     )  # the former "own work": the wire run minus the time inside json.dumps
+    rep.results["flat_pairs"] = _flat_pairs(cfg)
     hop = run_worker("thread_hop", {"batches": 3 if cfg.quick else 7})
     if hop.ok:
         rep.results["thread_hop_us"] = hop.data["hop_us"]
@@ -333,6 +334,50 @@ def section_loops(cfg: Config, rep: Report) -> None:
         "warm-up and all runs).",
         tables,
     )
+
+
+def _flat_pairs(cfg: Config) -> dict[str, dict[str, Any]]:
+    """The flat-in-history target compares two cells of the table above, measured minutes apart: on
+    this shared machine one of them can land in a noisy minute (a thread hop per call makes the sync
+    loop the most sensitive). Here the two lengths run side by side instead: fresh worker processes
+    alternating shortest and longest N, own work (no wire step), pooled samples; the ratio of the
+    pooled medians is the one the target is judged on."""
+    nmin, nmax = min(cfg.loop_ns), max(cfg.loop_ns)
+    rounds = 2 if cfg.quick else 5
+    out: dict[str, dict[str, Any]] = {}
+    for impl in ("callbound", "callbound-prev-id"):
+        samples: dict[int, list[float]] = {nmin: [], nmax: []}
+        gc_us: dict[int, list[float]] = {nmin: [], nmax: []}
+        failed = None
+        for r in range(rounds):
+            for n in (nmin, nmax) if r % 2 == 0 else (nmax, nmin):
+                log(f"loops: flat pair {impl} N={n} (round {r + 1} of {rounds})")
+                w = run_worker(
+                    "loop",
+                    {"impl": impl, "n": n, "par": 1, "runs": cfg.runs, "warmup": 1, "wire": False},
+                    timeout=3600,
+                )
+                if not w.ok:
+                    failed = w.error
+                    break
+                samples[n] += [x / n * 1e6 for x in w.data["samples_s"]]
+                gc_us[n] += [x / n * 1e6 for x in w.data["gc_s"]]
+            if failed:
+                break
+        if failed:
+            out[impl] = {"error": failed}
+            continue
+        lo, hi = median(samples[nmin]), median(samples[nmax])
+        out[impl] = {
+            "lo_us": lo,
+            "hi_us": hi,
+            "ratio": hi / lo,
+            "gc_lo_us": median(gc_us[nmin]),
+            "gc_hi_us": median(gc_us[nmax]),
+            "rounds": rounds,
+            "samples": len(samples[nmax]),
+        }
+    return out
 
 
 # ---- 2. durable overhead -------------------------------------------------------------------------
@@ -916,7 +961,19 @@ def targets(cfg: Config, rep: Report) -> Table:
         row("≤ 2.5× the sha256 dict loop", "-", None)
     lo = get("callbound", nmin, "own_us")
     group["key"] = "flat"
-    if own is not None and lo is not None:
+    pairs: dict[str, dict[str, Any]] = R.get("flat_pairs", {})
+    fp, fpp = pairs.get("callbound", {}), pairs.get("callbound-prev-id", {})
+    if "ratio" in fp:
+        extra = f"; previous_response_id {fpp['ratio']:.2f}×" if "ratio" in fpp else ""
+        if own is not None and lo is not None:
+            extra += f"; the loop table's two cells, measured minutes apart, give {own / lo:.2f}×"
+        row(
+            f"flat in history: own work at {nmax:,} ≤ 1.2× at {nmin:,} turns",
+            f"{fp['ratio']:.2f}× ({fp['hi_us']:.1f} vs {fp['lo_us']:.1f} µs; medians of {fp['samples']} runs "
+            f"each, {fp['rounds']} alternating pairs of worker processes){extra}",
+            fp["ratio"] <= 1.2,
+        )
+    elif own is not None and lo is not None:
         plo, phi = get("callbound-prev-id", nmin, "own_us"), get("callbound-prev-id", nmax, "own_us")
         extra = f"; previous_response_id {phi / plo:.2f}×" if plo and phi else ""
         wlo, whi = (
@@ -1131,11 +1188,19 @@ def bounds_text(cfg: Config, rep: Report, prof: dict[str, Any]) -> list[str]:
     if "flat" in missed and "own_us" in cbl and "own_us" in cbl_lo:
         pv_lo = loops.get(("callbound-prev-id", lo_n, 1), {})
         pv_hi = loops.get(("callbound-prev-id", nmax, 1), {})
-        text = (
-            f"- **Flat in history.** Own work goes from {cbl_lo['own_us']:.0f} µs at {lo_n:,} turns to "
-            f"{cbl['own_us']:.0f} µs at {nmax:,}; time in the cyclic garbage collector goes from "
-            f'{cbl_lo["gc_us"]:.1f} to {cbl["gc_us"]:.1f} µs per round trip (column "of which GC pauses").'
-        )
+        fp = R.get("flat_pairs", {}).get("callbound", {})
+        if "ratio" in fp:  # the side-by-side measurement the target is judged on
+            text = (
+                f"- **Flat in history.** Own work goes from {fp['lo_us']:.0f} µs at {lo_n:,} turns to "
+                f"{fp['hi_us']:.0f} µs at {nmax:,} (alternating pairs); time in the cyclic garbage collector "
+                f"goes from {fp['gc_lo_us']:.1f} to {fp['gc_hi_us']:.1f} µs per round trip."
+            )
+        else:
+            text = (
+                f"- **Flat in history.** Own work goes from {cbl_lo['own_us']:.0f} µs at {lo_n:,} turns to "
+                f"{cbl['own_us']:.0f} µs at {nmax:,}; time in the cyclic garbage collector goes from "
+                f'{cbl_lo["gc_us"]:.1f} to {cbl["gc_us"]:.1f} µs per round trip (column "of which GC pauses").'
+            )
         if "own_us" in pv_lo and "own_us" in pv_hi:
             text += (
                 f" With previous_response_id: {pv_lo['own_us']:.0f} → {pv_hi['own_us']:.0f} µs, GC "
