@@ -283,7 +283,7 @@ class _Assembler(MessageStream):
         # every request (D12).
         usage = _usage(self._usage)
         if self._aborted:
-            return replace(too_large_turn(API, prov, raw_sha256, rid), usage=usage)
+            return replace(too_large_turn(API, prov, raw_sha256, rid, cap=self.tripped_cap), usage=usage)
         if self._error is not None:
             turn = _error_turn(self._error, raw_sha256, None, {}, "error_event", rid, self._model)
             return replace(turn, usage=usage)

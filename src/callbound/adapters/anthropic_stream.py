@@ -24,7 +24,7 @@ from typing import Any
 from ..core.arguments import loads_body
 from ..core.model import ProgressCallback
 from ..core.types import ArgumentsProgress, CallReady, CallStarted, ModelTurn, Progress
-from .base import StreamCaps, join_fragments, utf8_len
+from .base import StreamCaps, cap_tripped, join_fragments, utf8_len
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
 from .stream import feed_one
 
@@ -81,6 +81,7 @@ class MessageStream:
     fast_events = _DELTA_EVENT  # see feed_events
 
     def __init__(self, caps: StreamCaps, model: str | None) -> None:
+        self._caps = caps
         self._max_call_bytes = caps.max_call_bytes
         self._max_response_bytes = caps.max_response_bytes
         self._model = model
@@ -93,6 +94,9 @@ class MessageStream:
         self._stopped = False
         self._error: dict[str, Any] | None = None
         self._aborted = False
+        # The StreamCaps field that tripped (``cap_tripped``), for the subclass's finish() to pass to
+        # ``too_large_turn`` as ``cap``.
+        self.tripped_cap: str | None = None
 
     @property
     def aborted(self) -> bool:
@@ -190,6 +194,7 @@ class MessageStream:
             self._total += size
             if block.nbytes > self._max_call_bytes or self._total > self._max_response_bytes:
                 self._aborted = True  # stop buffering; finish() reports TRUNCATED(arguments_too_large)
+                self.tripped_cap = cap_tripped(block.nbytes, self._total, self._caps)
                 self._blocks.clear()
                 return None
         parts = block.parts.get(field)

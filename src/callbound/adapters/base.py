@@ -42,6 +42,9 @@ class StreamCaps:
       event not yet complete (its data lines and an unfinished line, counted in characters, each at
       least a byte). Over it the transport stops reading → TRUNCATED(response_too_large), no call runs,
       not retried: a server that sends one endless line or event cannot make callbound buffer it all.
+
+    The turn of a trip says which setting to raise: its ``failure`` (kind ``byte_cap``) has the field's
+    name as ``error_code`` (``cap_tripped``), which a run copies into the operation's history.
     """
 
     max_call_bytes: int = DEFAULT_MAX_CALL_BYTES
@@ -340,14 +343,30 @@ def stream_cut_turn(api: str, provenance: Provenance, raw_sha256: str, response_
     )
 
 
+def cap_tripped(call_bytes: int, total_bytes: int, caps: StreamCaps) -> str:
+    """The ``StreamCaps`` field an argument count over the caps tripped: ``max_call_bytes`` when the
+    call's ``call_bytes`` are over it (also when the total is over ``max_response_bytes`` at the same
+    time), else ``max_response_bytes``. Called once a cap check failed, never on the hot path."""
+    return "max_call_bytes" if call_bytes > caps.max_call_bytes else "max_response_bytes"
+
+
+def _cap_failure(cap: str | None) -> Failure:
+    """A byte cap's failure: not retried (D1); ``error_code`` names the ``StreamCaps`` field."""
+    return Failure(kind="byte_cap", retryable=False, error_code=cap)
+
+
 def too_large_turn(
     api: str,
     provenance: Provenance,
     raw_sha256: str,
     response_id: str | None,
     reason: str = "arguments_too_large",
+    *,
+    cap: str | None = None,
 ) -> ModelTurn:
-    """A byte cap tripped (D1): TRUNCATED(``reason``), no calls, not retried."""
+    """A byte cap tripped (D1): TRUNCATED(``reason``), no calls, not retried. ``cap``: the
+    ``StreamCaps`` field that tripped (``cap_tripped``, or ``max_body_bytes``), kept as the failure's
+    ``error_code`` so the user knows which setting to raise."""
     return failure_turn(
         api,
         provenance,
@@ -355,27 +374,28 @@ def too_large_turn(
         response_id=response_id,
         raw_stop_reason=None,
         reason=reason,
-        failure=Failure(kind="byte_cap", retryable=False),
+        failure=_cap_failure(cap),
         finish=Finish.TRUNCATED,
     )
 
 
-def over_byte_cap(turn: ModelTurn, reason: str) -> ModelTurn:
+def over_byte_cap(turn: ModelTurn, reason: str, cap: str) -> ModelTurn:
     """``turn`` as TRUNCATED(``reason``) for a byte cap of ``StreamCaps``: no call survives, nothing is
-    retried (D1); the raw stop reason, response id, text read so far and usage stay."""
+    retried (D1); the raw stop reason, response id, text read so far and usage stay. ``cap``: the
+    ``StreamCaps`` field that tripped, kept as the failure's ``error_code``."""
     return replace(
         turn,
         finish=Finish.TRUNCATED,
         reason=reason,
         calls=(),
         continuation=(),
-        failure=Failure(kind="byte_cap", retryable=False),
+        failure=_cap_failure(cap),
     )
 
 
 def response_too_large(turn: ModelTurn) -> ModelTurn:
     """A body or stream event went over ``StreamCaps.max_body_bytes``."""
-    return over_byte_cap(turn, "response_too_large")
+    return over_byte_cap(turn, "response_too_large", "max_body_bytes")
 
 
 def compact_json_len(value: Any) -> int:
@@ -391,7 +411,8 @@ def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = No
     """A plain (not streamed) response gets the byte caps the same response would get as a stream: a
     call over ``max_call_bytes``, or calls over ``max_response_bytes`` together, make the turn
     TRUNCATED(arguments_too_large) with no calls, so none of them runs (D1). The raw stop reason,
-    text and usage stay. ``body_bytes``: the body's size, which bounds every argument in it.
+    text and usage stay; the failure's ``error_code`` names the cap that tripped (``cap_tripped``).
+    ``body_bytes``: the body's size, which bounds every argument in it.
 
     What is measured: argument text (Chat, Responses) as received; a parsed argument object
     (Anthropic ``input``, Gemini ``args``, Interactions ``arguments``) as compact JSON
@@ -412,7 +433,7 @@ def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = No
         size = utf8_len(raw) if isinstance(raw, str) else compact_json_len(raw)
         total += size
         if size > caps.max_call_bytes or total > caps.max_response_bytes:
-            return over_byte_cap(turn, "arguments_too_large")
+            return over_byte_cap(turn, "arguments_too_large", cap_tripped(size, total, caps))
     return turn
 
 
@@ -445,7 +466,7 @@ def map_failure(
     if failure.kind == "stream_cut":
         return stream_cut_turn(api, provenance, digest, None)
     if failure.kind == "too_large":  # a plain body over StreamCaps.max_body_bytes, not read further
-        return too_large_turn(api, provenance, digest, None, "response_too_large")
+        return too_large_turn(api, provenance, digest, None, "response_too_large", cap="max_body_bytes")
     if failure.kind == "http":
         return http_error(error_object(raw), digest)
     return failure_turn(

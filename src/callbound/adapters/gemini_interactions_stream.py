@@ -24,6 +24,7 @@ from ..core.types import (
 )
 from .base import (
     StreamCaps,
+    cap_tripped,
     capped,
     compact_json_len,
     join_fragments,
@@ -122,6 +123,7 @@ class _Assembler:
         self._error: dict[str, Any] | None = None
         self._usage: dict[str, Any] | None = None  # running totals (metadata.total_usage, step.stop usage)
         self._aborted = False
+        self._tripped: str | None = None  # the StreamCaps field that tripped (cap_tripped)
 
     @property
     def aborted(self) -> bool:
@@ -164,6 +166,7 @@ class _Assembler:
         self._total += size
         if self._call_bytes[index] > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
             self._aborted = True
+            self._tripped = cap_tripped(self._call_bytes[index], self._total, self._caps)
             self._items.clear()  # stop buffering: nothing of this stream will be used
             self._order.clear()
             self._args.clear()
@@ -320,7 +323,8 @@ class _Assembler:
         # that is retried has still been paid for, and token budgets add up every request (D12).
         usage = _usage(self._usage)
         if self._aborted:
-            return dataclasses.replace(too_large_turn(API, prov, raw_sha256, self._rid), usage=usage)
+            turn = too_large_turn(API, prov, raw_sha256, self._rid, cap=self._tripped)
+            return dataclasses.replace(turn, usage=usage)
         if self._error is not None:
             turn = error_turn(self._error, raw_sha256, None, {}, "error_event", self._model)
             return dataclasses.replace(turn, response_id=self._rid or turn.response_id, usage=usage)

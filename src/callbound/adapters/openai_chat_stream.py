@@ -19,6 +19,7 @@ from ..core.types import (
 )
 from .base import (
     StreamCaps,
+    cap_tripped,
     join_fragments,
     stream_cut_turn,
     too_large_turn,
@@ -193,6 +194,7 @@ class _Assembler:
         self._error: dict[str, Any] | None = None
         self._total = 0
         self._aborted = False
+        self._tripped: str | None = None  # the StreamCaps field that tripped (cap_tripped)
 
     @property
     def aborted(self) -> bool:
@@ -379,6 +381,7 @@ class _Assembler:
         self._total += size
         if slot.nbytes > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
             self._aborted = True  # stop buffering; finish() reports TRUNCATED(arguments_too_large)
+            self._tripped = cap_tripped(slot.nbytes, self._total, self._caps)
             self._slots.clear()
             self._legacy = None
             return None
@@ -463,7 +466,8 @@ class _Assembler:
         # retried has still been paid for, and token budgets add up every request (D12).
         usage = _usage(raw_usage)
         if self._aborted:
-            return replace(too_large_turn(API, prov, raw_sha256, self._response_id), usage=usage)
+            turn = too_large_turn(API, prov, raw_sha256, self._response_id, cap=self._tripped)
+            return replace(turn, usage=usage)
         if self._error is not None:
             turn = _error_turn(
                 self._error, raw_sha256, None, {}, "error_event", self._response_id, self._model

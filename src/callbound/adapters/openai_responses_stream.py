@@ -23,8 +23,10 @@ from ..core.types import (
 from .base import (
     QUOTA_CODES,
     StreamCaps,
+    cap_tripped,
     failure_turn,
     join_fragments,
+    over_byte_cap,
     stream_cut_turn,
     too_large_turn,
     utf8_len,
@@ -118,6 +120,7 @@ class _Assembler:
         self._terminal: dict[str, Any] | None = None
         self._error: dict[str, Any] | None = None
         self._aborted = False
+        self._tripped: str | None = None  # the StreamCaps field that tripped (cap_tripped)
 
     @property
     def aborted(self) -> bool:
@@ -137,7 +140,10 @@ class _Assembler:
         return self._item_index.get(item_id) if isinstance(item_id, str) else None
 
     def _over_caps(self, call_bytes: int) -> bool:
-        return call_bytes > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes
+        if call_bytes > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
+            self._tripped = cap_tripped(call_bytes, self._total, self._caps)
+            return True
+        return False
 
     def _abort(self) -> list[Progress]:
         self._aborted = True
@@ -374,20 +380,21 @@ class _Assembler:
         ]
         return output, unfinished, refusals
 
-    def _output_over_caps(self, output: list[dict[str, Any]]) -> bool:
+    def _output_over_caps(self, output: list[dict[str, Any]]) -> str | None:
+        """The ``StreamCaps`` field the final items' arguments go over, if any."""
         total = 0
         for item in output:
             if item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
                 size = utf8_len(item["arguments"])
                 total += size
                 if size > self._caps.max_call_bytes:
-                    return True
-        return total > self._caps.max_response_bytes
+                    return "max_call_bytes"
+        return "max_response_bytes" if total > self._caps.max_response_bytes else None
 
     def finish(self, raw_sha256: str) -> ModelTurn:
         prov = _provenance(self._model)
         if self._aborted:
-            return too_large_turn(API, prov, raw_sha256, self._response_id)
+            return too_large_turn(API, prov, raw_sha256, self._response_id, cap=self._tripped)
         if self._terminal is not None:
             resp = dict(self._terminal)
             if not (isinstance(resp.get("id"), str) and resp["id"]):
@@ -404,10 +411,15 @@ class _Assembler:
                 etype, code = _event_error_fields(self._error)
                 resp["error"] = {"type": etype, "code": code}
             output, unfinished, refusals = self._final_output(resp)
-            if self._output_over_caps(output):
+            turn = turn_from_response(resp, raw_sha256, output, unfinished=unfinished, refusals=refusals)
+            self._tripped = self._output_over_caps(output)
+            if self._tripped is not None:
+                # Items no delta or done event counted (the terminal snapshot's): the caps still apply.
+                # The turn keeps what the terminal event reported, its status and usage (D27), as
+                # the same response read as a plain body does (``base.capped``).
                 self._aborted = True
-                return too_large_turn(API, prov, raw_sha256, resp["id"])
-            return turn_from_response(resp, raw_sha256, output, unfinished=unfinished, refusals=refusals)
+                return over_byte_cap(turn, "arguments_too_large", self._tripped)
+            return turn
         if self._error is not None:
             return self._error_turn(prov, raw_sha256, self._response_id)
         return stream_cut_turn(API, prov, raw_sha256, self._response_id)

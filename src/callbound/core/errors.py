@@ -87,8 +87,11 @@ class ProtocolViolation(CallboundError):
 
 class EventTooLarge(ProtocolViolation):
     """One stream event, or a line not yet ended, grew past ``StreamCaps.max_body_bytes`` before it was
-    complete. Transports stop reading and report TRUNCATED(response_too_large); ``callbound parse``
-    says which limit to raise."""
+    complete. The stream reader raises it; ``StreamFeed`` (which transports, ``ScriptedModel`` and
+    ``callbound parse`` read streams through) catches it and stops reading, and the turn is
+    TRUNCATED(response_too_large) with its failure's ``error_code`` ``max_body_bytes``: the setting to
+    raise, which a run's history and ``callbound parse`` show. This message says the same to a caller
+    of the reader itself."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(
