@@ -112,17 +112,19 @@ def _chat(args: list[str]) -> bytes:
     return _sse(evs)
 
 
+_ANTHROPIC_MESSAGE = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-x",
+    "content": [],
+    "stop_reason": None,
+    "usage": {"input_tokens": 5, "output_tokens": 1},
+}
+
+
 def _anthropic(args: list[str]) -> bytes:
-    msg = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-x",
-        "content": [],
-        "stop_reason": None,
-        "usage": {"input_tokens": 5, "output_tokens": 1},
-    }
-    evs: list[dict[str, Any] | str] = [{"type": "message_start", "message": msg}]
+    evs: list[dict[str, Any] | str] = [{"type": "message_start", "message": dict(_ANTHROPIC_MESSAGE)}]
     for k, a in enumerate(args):
         block = {"type": "tool_use", "id": f"toolu_{k}", "name": "getWeather", "input": {}}
         evs.append({"type": "content_block_start", "index": k, "content_block": block})
@@ -144,16 +146,7 @@ def _anthropic(args: list[str]) -> bytes:
 
 def _anthropic_whole(args: list[str]) -> bytes:
     """Arguments that arrive whole in content_block_start: the finished turn gets the plain caps."""
-    msg = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-x",
-        "content": [],
-        "stop_reason": None,
-        "usage": {"input_tokens": 5, "output_tokens": 1},
-    }
-    evs: list[dict[str, Any] | str] = [{"type": "message_start", "message": msg}]
+    evs: list[dict[str, Any] | str] = [{"type": "message_start", "message": dict(_ANTHROPIC_MESSAGE)}]
     for k, a in enumerate(args):
         block = {"type": "tool_use", "id": f"toolu_{k}", "name": "getWeather", "input": json.loads(a)}
         evs += [
