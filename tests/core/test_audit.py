@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from callbound.core.audit import GENESIS, AuditEvent, ChainBreak, link_hash, next_event, verify_chain
 from callbound.core.canonical import canonical_sha256
+from callbound.core.errors import CanonicalizationError
 
 KEY = b"audit-key-from-CALLBOUND_AUDIT_KEY"
 
@@ -242,3 +243,11 @@ def test_replacing_the_data_drops_the_chained_text() -> None:
     assert changed.data_json is None
     assert changed == dataclasses.replace(ev, data={"a": 2})  # the text is not part of the identity
     assert AuditEvent.from_dict(ev.to_dict()).data_json is None
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), object(), {"at": b"bytes"}])
+def test_chaining_data_with_no_json_form_is_a_canonicalization_error(bad: Any) -> None:
+    """The C encoder refuses these first; the exact path must then say why (a CanonicalizationError),
+    not let the encoder's TypeError or ValueError through."""
+    with pytest.raises(CanonicalizationError):
+        next_event(None, "op", "commit", "2025-01-01T00:00:00+00:00", {"x": bad})

@@ -287,8 +287,8 @@ def canonical_json_sha256_str_keys(value: Any) -> tuple[str, str]:
     try:
         text = _dumps(value)
     except (TypeError, ValueError):  # not JSON, or NaN/Infinity: the exact path says why
-        canonical = canonical_json(value)  # pragma: no cover - raises for any value the encoder refuses
-        return canonical, hashlib.sha256(canonical.encode("utf-8")).hexdigest()  # pragma: no cover
+        canonical_json(value)  # raises CanonicalizationError for every value the encoder refuses
+        raise  # pragma: no cover - the encoder's own error, should the exact path ever accept one
     data = _to_bytes(text)
     if _number_risk(text, data) or (len(data) != len(text) and _ASTRAL.search(text)):
         return text, hashlib.sha256(canonical_bytes(value)).hexdigest()

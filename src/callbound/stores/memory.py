@@ -1,10 +1,10 @@
 """In-memory store: the default for ``Runner(store=None)``. Same contract as the durable stores,
 lost with the process.
 
-Audit events keep their data as the JSON text its digest was computed over (``AuditEvent.data_json``),
-as the durable stores write it, and load it back on read: the chain is most of what an operation
-keeps, and the text takes less than half the memory of the dicts (docs/benchmarks.md, peak RSS).
-Reusing that text costs no encoding on the hot path. What was chained also cannot change afterwards
+Audit events keep their data as JSON text, the text written while hashing it (``AuditEvent.data_json``)
+that the durable stores write too, and load it back on read. The chain is about a third of what an
+operation keeps, and as text it takes half the memory of the dicts (peak RSS in docs/benchmarks.md);
+reusing that text costs no encoding on the hot path. What was chained also cannot change afterwards
 through an object the runtime still holds."""
 
 from __future__ import annotations

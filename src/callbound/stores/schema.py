@@ -293,7 +293,7 @@ def encode_commit(commit: Commit) -> tuple[str, list[str], list[str], list[str],
         return (
             encode(commit.head),
             [encode(row.data) for row in commit.journal],
-            # the text the event's digest was computed over, when it has it: no second encoding
+            # the event's data as written while hashing it (AuditEvent.data_json): no second encoding
             [encode(ev.data) if ev.data_json is None else ev.data_json for ev in commit.audit],
             [encode(e.to_dict()) for e in commit.ledger],
             [encode(a.to_dict()) for a in commit.approvals],
