@@ -421,8 +421,12 @@ def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = No
     argument text as its deltas carry it, escapes included, so ``\\u00e9`` written by the provider in
     Anthropic's ``partial_json`` counts 6 bytes there and ``é`` 2 here; Vertex ``partialArgs`` carry
     decoded values, so a ``"`` in one counts 1 byte there and 2 (its escape) here. The streams with
-    parsed arguments also apply this check to their finished turn: the larger count decides."""
-    if not turn.calls:
+    parsed arguments also apply this check to their finished turn: the larger count decides.
+
+    Only a turn whose calls would run (TOOL_PROPOSALS) is checked: a refusal, a failure or a length stop
+    keeps its own finish and reason (D31: a refusal wins over everything else in the turn; a failed
+    response stays retryable where its status says so), and none of its calls runs anyway."""
+    if turn.finish is not Finish.TOOL_PROPOSALS or not turn.calls:
         return turn
     caps = caps or StreamCaps()
     if body_bytes is not None and body_bytes <= min(caps.max_call_bytes, caps.max_response_bytes):

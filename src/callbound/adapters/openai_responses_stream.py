@@ -16,6 +16,7 @@ from ..core.types import (
     CallReady,
     CallStarted,
     Failure,
+    Finish,
     ModelTurn,
     Progress,
     Provenance,
@@ -412,7 +413,10 @@ class _Assembler:
                 resp["error"] = {"type": etype, "code": code}
             output, unfinished, refusals = self._final_output(resp)
             turn = turn_from_response(resp, raw_sha256, output, unfinished=unfinished, refusals=refusals)
-            self._tripped = self._output_over_caps(output)
+            # Checked only where the calls would run, as ``base.capped`` does: a refused, failed or
+            # cut-off response keeps its own finish (D31).
+            runnable = turn.finish is Finish.TOOL_PROPOSALS
+            self._tripped = self._output_over_caps(output) if runnable else None
             if self._tripped is not None:
                 # Items no delta or done event counted (the terminal snapshot's): the caps still apply.
                 # The turn keeps what the terminal event reported, its status and usage (D27), as
