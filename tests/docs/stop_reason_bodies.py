@@ -83,6 +83,17 @@ def chat(case: str) -> dict[str, Any]:
     elif variant == "legacy":
         msg["content"] = None
         msg["function_call"] = {"name": "get_order", "arguments": json.dumps(CALL_ARGS)}
+    elif variant == "custom":
+        # a custom tool call (free-form input), beside a function call: the turn cannot be answered whole
+        msg["content"] = None
+        msg["tool_calls"] = [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_order", "arguments": json.dumps(CALL_ARGS)},
+            },
+            {"id": "call_2", "type": "custom", "custom": {"name": "math_exp", "input": "4 + 4"}},
+        ]
     return {
         "id": "chatcmpl-1",
         "object": "chat.completion",

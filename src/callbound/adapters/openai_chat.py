@@ -106,21 +106,31 @@ def _text(content: Any) -> str:
     return ""
 
 
-def _calls(message: dict[str, Any], rid: str) -> tuple[list[ToolCall], bool]:
-    """(calls, whether any is complete). Index = position in ``tool_calls``; the legacy call comes last."""
+def _calls(message: dict[str, Any], rid: str) -> tuple[list[ToolCall], bool, bool]:
+    """(calls, whether any is complete, whether any is of another type than ``function``). Index =
+    position in ``tool_calls``; the legacy call comes last."""
     calls: list[ToolCall] = []
-    complete = False
+    complete = foreign = False
     tool_calls = message.get("tool_calls")
     listed = tool_calls if isinstance(tool_calls, list) else []
     for index, tc in enumerate(listed):
         if not isinstance(tc, dict):
             continue
-        # A call of another type (``custom``) has no function: it is still a call to answer, and the
-        # dispatcher rejects it (unknown tool, no arguments) instead of it being dropped.
         function: Any = tc.get("function")
         raw, name = (
             (function.get("arguments"), function.get("name")) if isinstance(function, dict) else (None, None)
         )
+        kind = tc.get("type")
+        if _str(kind) and kind != "function" and not _str(name):
+            # A call of another type (``custom``: ``{"custom": {"name", "input"}}``, free-form text
+            # input) waits for an answer callbound cannot give: it renders function tools only. It is
+            # kept, under its own name, so the record shows what the model asked for. (A server that
+            # labels a call with a usable ``function`` otherwise is read as the function call it is.)
+            foreign = True
+            own = tc.get(kind)
+            if isinstance(own, dict) and _str(own.get("name")):
+                name = own["name"]
+            raw = None
         complete = complete or bool(_str(name))
         args = raw if isinstance(raw, str | dict) else None
         calls.append(make_call(PROVIDER, API, rid, _str(tc.get("id")), name, args, index))
@@ -130,7 +140,7 @@ def _calls(message: dict[str, Any], rid: str) -> tuple[list[ToolCall], bool]:
         complete = complete or bool(_str(legacy.get("name")))
         args = raw if isinstance(raw, str | dict) else None
         calls.append(make_call(PROVIDER, API, rid, None, legacy.get("name"), args, len(listed)))
-    return calls, complete
+    return calls, complete, foreign
 
 
 def turn_from_completion(resp: dict[str, Any], raw_sha256: str) -> ModelTurn:
@@ -145,7 +155,7 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str) -> ModelTurn:
     message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
     finish_reason = choice.get("finish_reason")
     raw_reason = finish_reason if isinstance(finish_reason, str) else None
-    calls, complete = _calls(message, rid)
+    calls, complete, foreign = _calls(message, rid)
     # An empty refusal is no refusal: streams open with ``"refusal": ""`` even when the turn then ends
     # on ``length`` (openai/openai-python .inline-snapshot 7ae6c1a2631b, max_tokens=1).
     refusal = _str(message.get("refusal"))
@@ -173,6 +183,10 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str) -> ModelTurn:
         return turn(Finish.REFUSAL, "content_filter")
     if raw_reason == "length":
         return turn(Finish.TRUNCATED, "max_tokens")
+    if raw_reason in ("tool_calls", "function_call", "stop") and foreign:
+        # As a Responses custom_tool_call is (docs/stop-reasons.md, completed+clientcall): no final
+        # answer, and none of the turn's calls runs, since the turn cannot be answered whole.
+        return turn(Finish.API_FAILURE, "unexpected_tool_call", Failure("status", False))
     if raw_reason in ("tool_calls", "function_call", "stop") and complete:
         return turn(Finish.TOOL_PROPOSALS, None)
     if raw_reason == "stop":
