@@ -77,6 +77,13 @@ def _output_index(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def _has_text(item: dict[str, Any]) -> bool:
+    """The item (a message) holds an output_text part itself."""
+    content = item.get("content")
+    parts = content if isinstance(content, list) else []
+    return any(isinstance(p, dict) and p.get("type") == "output_text" for p in parts)
+
+
 def _has_refusal(item: dict[str, Any] | None) -> bool:
     """The item (a message) holds a refusal part itself: the turn reads it from there."""
     content = item.get("content") if item is not None else None
@@ -90,7 +97,9 @@ class _Assembler:
     Final items are the ``response.output_item.done`` items keyed by ``output_index`` (authoritative
     arguments and ``encrypted_content``); items the terminal snapshot has and no done event gave are
     taken from the snapshot. Argument deltas are appended to a list per item and joined once, only
-    when a done item lacks its arguments. Byte caps count every argument byte once per call.
+    when a done item lacks its arguments. Byte caps count every argument byte once per call. Text
+    deltas are likewise kept only until their item's done event carries the text, and used only for
+    a message that ends without it (some compatible servers).
 
     A call is finished by its done event (``output_item.done`` or ``function_call_arguments.done``)
     or by the terminal snapshot holding it; a done or snapshot item whose status says
@@ -113,6 +122,10 @@ class _Assembler:
         # kept in case no item carries it (no output_item.done, an empty snapshot), as a refusal
         # signal wins over everything else in the turn (D31).
         self._refusals: dict[tuple[int, int], list[str]] = {}
+        # Output text by (output_index, content_index), from output_text deltas: OpenAI's done items
+        # carry the text whole (and these are dropped there), but some compatible servers send a done
+        # item and a snapshot without content, so the deltas are the only place the answer is.
+        self._texts: dict[tuple[int, int], list[str]] = {}
         self._arg_bytes: dict[int, int] = {}
         self._item_index: dict[str, int] = {}
         self._progress_ids: dict[int, str] = {}  # calls announced with CallStarted
@@ -233,6 +246,9 @@ class _Assembler:
                     progress.append(CallReady(self._progress_ids[idx]))
             self._done[idx] = item
             self._args.pop(idx, None)  # the done item is authoritative; free the fragments
+            if self._texts and _has_text(item):
+                for key in [k for k in self._texts if k[0] == idx]:
+                    del self._texts[key]  # the done item carries its text: free the deltas
             return progress
         if kind in ("response.completed", "response.incomplete", "response.failed"):
             resp = event.get("response")
@@ -254,9 +270,24 @@ class _Assembler:
         if kind in _REFUSAL_EVENTS:
             self._refusal(str(kind), event)
             return []
-        # Text/reasoning deltas and hosted-tool events: the done items carry them, as whole strings,
-        # so a character split over two deltas as surrogate halves is never joined here.
+        if kind in ("response.output_text.delta", "response.output_text.done"):
+            self._text(str(kind), event)
+            return []
+        # Reasoning deltas and hosted-tool events: the done items carry them, as whole strings.
         return []
+
+    def _text(self, kind: str, event: dict[str, Any]) -> None:
+        """Keep one output_text delta (or the part's whole text, which replaces them), used only for a
+        message item that comes without its text (``_with_streamed_text``)."""
+        idx = self._index(event)
+        value = event.get("delta" if kind == "response.output_text.delta" else "text")
+        if idx is None or idx in self._done or not isinstance(value, str):
+            return  # an item already done carries its own text
+        parts = self._texts.setdefault((idx, _output_index(event.get("content_index")) or 0), [])
+        if kind == "response.output_text.delta":
+            parts.append(value)
+        else:
+            parts[:] = [value]
 
     def _refusal(self, kind: str, event: dict[str, Any]) -> None:
         """Keep what one refusal event says: the part's start text, a delta, or the whole text (a
@@ -367,6 +398,8 @@ class _Assembler:
                     unfinished = unfinished or i not in self._args_done
                     if not item.get("arguments") and i in self._args:
                         item = {**item, "arguments": join_fragments(self._args[i])}
+            if item is not None and self._texts and item.get("type") == "message" and not _has_text(item):
+                item = self._with_streamed_text(i, item)
             if item is not None:
                 output.append(item)
                 chosen[i] = item
@@ -380,6 +413,19 @@ class _Assembler:
             if i not in carried and (i >= 0 or not carried)
         ]
         return output, unfinished, refusals
+
+    def _with_streamed_text(self, idx: int, item: dict[str, Any]) -> dict[str, Any]:
+        """A message item that came without its text (no content, or no text part: some compatible
+        servers' done item and snapshot), given the text its output_text deltas carried, as the
+        assistant message a plain body holds. Joined once; a character split over two deltas as
+        surrogate halves is rejoined (``join_fragments``). Without deltas the item stays as it is."""
+        parts = sorted((c, fragments) for (i, c), fragments in self._texts.items() if i == idx)
+        if not parts:
+            return item
+        content = item.get("content")
+        kept = [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
+        texts = [{"type": "output_text", "text": join_fragments(f), "annotations": []} for _, f in parts]
+        return {**item, "role": item.get("role") or "assistant", "content": [*texts, *kept]}
 
     def _output_over_caps(self, output: list[dict[str, Any]]) -> str | None:
         """The ``StreamCaps`` field the final items' arguments go over, if any."""
