@@ -543,7 +543,7 @@ def worker_cmd(
     import logging
 
     from ..runtime.app import load_app
-    from ..runtime.runner import run_blocking
+    from ..runtime.sync import run_blocking
     from ..runtime.worker import Worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

@@ -8,13 +8,12 @@ audit, MODEL_REQUESTED) before the next model request.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 import os
 import random
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..core.approvals import Decision, PendingApproval
 from ..core.audit import AuditEvent
@@ -61,7 +60,8 @@ from .planning import approvals_ready, plan
 from .pricing import required_price
 from .results import send_results
 from .retry import after_retryable, raised_turn, retry_step
-from .tools import ToolExecutor, abandon_tasks
+from .sync import run_blocking
+from .tools import ToolExecutor
 
 log = logging.getLogger("callbound.runtime")
 
@@ -557,43 +557,6 @@ class Runner:
 
     def _outcome(self, op: Operation) -> Outcome:
         return outcome_of(self.store, op)
-
-
-_T = TypeVar("_T")
-
-
-def run_blocking(coro: Coroutine[Any, Any, _T], grace_s: float) -> _T:
-    """Thin synchronous facade (no second implementation; also the worker command's): ``asyncio.run``,
-    except at the end. Tasks still there (async handlers abandoned after their timeout and grace, D16,
-    whose calls already ended as timeouts) are cancelled and waited for at most ``grace_s``, not for as
-    long as they swallow cancellations (D14); the loop then closes without them."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        coro.close()
-        raise UsageError(
-            "run_sync/resume_sync cannot be called from a running event loop; await run()/resume()"
-        )
-    runner = asyncio.Runner()  # its run(): a new loop, the context, Ctrl-C cancels the main task
-    loop = runner.get_loop()
-    try:
-        return runner.run(coro)
-    finally:  # Runner.close() would wait for every task: closed here instead
-        try:
-            if left := asyncio.all_tasks(loop):
-                for task in left:
-                    task.cancel()
-                _, stuck = loop.run_until_complete(asyncio.wait(left, timeout=grace_s))
-                if stuck:
-                    log.warning("%d task(s) ignoring cancellation abandoned with the loop", len(stuck))
-                    abandon_tasks(stuck)
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
 
 
 __all__ = ["ApproverNotAllowed", "Outcome", "Policy", "Price", "Runner"]

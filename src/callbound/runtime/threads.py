@@ -21,8 +21,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 Job = Callable[[], None]
+_R = TypeVar("_R")
 
 _QUEUED, _STARTED, _WITHDRAWN = 0, 1, 2
 
@@ -130,3 +133,44 @@ class HandlerThreads:
             n = len(self._threads)
         for _ in range(n):
             self._jobs.put(None)
+
+
+class DaemonExecutor(ThreadPoolExecutor):
+    """An executor on daemon ``HandlerThreads``, for the event loop that ``run_blocking`` owns: work
+    an async handler hands to a thread (``asyncio.to_thread`` around a blocking client) and that hangs
+    past its call's timeout must not keep ``run_sync`` from returning, nor the process from exiting.
+    The stdlib pool joins its threads, at loop close and at interpreter exit, for as long as they run;
+    ``run_blocking`` instead waits a bounded time (``drain``). A ``ThreadPoolExecutor`` only because
+    asyncio's ``set_default_executor`` takes no other kind: every method that runs work is replaced,
+    so the base class never starts a thread of its own."""
+
+    def __init__(self, max_threads: int, name: str) -> None:
+        super().__init__(max_workers=max_threads, thread_name_prefix=name)
+        self._pool = HandlerThreads(max_threads, name)
+
+    def submit(self, fn: Callable[..., _R], /, *args: Any, **kwargs: Any) -> Future[_R]:
+        future: Future[_R] = Future()
+
+        def job() -> None:
+            if not future.set_running_or_notify_cancel():
+                return  # cancelled while queued: it never runs
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # handed to the awaiting side, as the stdlib pool does
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        self._pool.submit(job)
+        return future
+
+    def drain(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for the submitted work; how much is still running."""
+        return self._pool.drain(timeout_s)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking work. ``wait`` waits for running work without bound, as the stdlib's does;
+        ``run_blocking`` calls ``drain`` with its grace instead, then this without waiting."""
+        self._pool.shutdown()
+        while wait and self._pool.drain(3600.0):
+            pass
