@@ -286,10 +286,12 @@ def turn_from_response(
         return turn(Finish.API_FAILURE, why or "incomplete", "unknown_stop_reason", Failure("status", False))
     if status == "failed":
         etype, code = _error_fields(resp.get("error"))
+        # A quota code reads as it does in an error body or event (the same failure, streamed or not)
+        quota = code in QUOTA_CODES or etype in QUOTA_CODES
         return turn(
             Finish.API_FAILURE,
             code or etype or "failed",
-            "api_error",
+            "quota_exceeded" if quota else "api_error",
             Failure("status", _retryable_code(etype, code), None, etype, code),
         )
     if status == "cancelled":
