@@ -86,7 +86,21 @@ def _usage(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
     # D27: prompt_tokens already counts cached tokens, completion_tokens reasoning tokens; missing → None.
-    return Usage(_int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens")))
+    prompt, completion = _int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens"))
+    details = raw.get("completion_tokens_details")
+    reasoning = _int(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+    total = _int(raw.get("total_tokens"))
+    if (
+        reasoning
+        and prompt is not None
+        and completion is not None
+        and total == prompt + completion + reasoning
+    ):
+        # xAI counts reasoning tokens beside completion_tokens, not in them: its total says so
+        # (vercel/ai packages/xai __fixtures__ xai-tool-call: 291 + 26 + 189 = 506). D27 counts
+        # every generated token as output, so they are added here.
+        completion += reasoning
+    return Usage(prompt, completion)
 
 
 def is_first_choice(choice: Any) -> bool:
@@ -274,7 +288,15 @@ class OpenAIChatAdapter:
         return items
 
     def turn_items(self, turn: ModelTurn) -> list[dict[str, Any]]:
-        return list(turn.continuation)
+        # The assistant message goes back as received (D8), but for Groq's "reasoning" (its parsed
+        # chain of thought), which Groq itself rejects on a request ("property 'reasoning' is
+        # unsupported", 400) and the stream assembler never keeps: plain and streamed turns send
+        # the same message. What other servers need back travels in reasoning_content (DeepSeek,
+        # Kimi) and reasoning_details (OpenRouter), kept whole.
+        return [
+            {k: v for k, v in item.items() if k != "reasoning"} if "reasoning" in item else item
+            for item in turn.continuation
+        ]
 
     def result_items(
         self, turn: ModelTurn, results: Sequence[tuple[ToolCall, dict[str, Any]]]

@@ -216,6 +216,10 @@ class _Assembler:
             return []
         if isinstance(event.get("error"), dict):  # an error object instead of a chunk, after HTTP 200
             self._error = event["error"]
+            if isinstance(event.get("usage"), dict):
+                # The request was paid for up to the error (D27): OpenRouter's error chunk carries
+                # the usage (pydantic-ai cassette test_openrouter_stream_error).
+                self._usage = event["usage"]
             return []
         if self._response_id is None and _str(event.get("id")):
             self._response_id = event["id"]
