@@ -87,19 +87,14 @@ def _usage(raw: Any) -> Usage:
         return Usage()
     # D27: prompt_tokens already counts cached tokens, completion_tokens reasoning tokens; missing → None.
     prompt, completion = _int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens"))
-    details = raw.get("completion_tokens_details")
-    reasoning = _int(details.get("reasoning_tokens")) if isinstance(details, dict) else None
     total = _int(raw.get("total_tokens"))
-    if (
-        reasoning
-        and prompt is not None
-        and completion is not None
-        and total == prompt + completion + reasoning
-    ):
-        # xAI counts reasoning tokens beside completion_tokens, not in them: its total says so
-        # (vercel/ai packages/xai __fixtures__ xai-tool-call: 291 + 26 + 189 = 506). D27 counts
-        # every generated token as output, so they are added here.
-        completion += reasoning
+    if prompt is not None and completion is not None and total is not None and total > prompt + completion:
+        # Some servers leave generated tokens out of completion_tokens and count them only in the
+        # total: xAI's reasoning_tokens (vercel/ai packages/xai __fixtures__ xai-tool-call: 291 + 26
+        # + 189 reasoning = 506), Gemini's thinking tokens on its OpenAI-compatible endpoint (no
+        # details at all: 35 + 12 of 109). D27 counts every generated token as output, so whatever
+        # the total holds beyond the prompt is output: a budget never undercounts it.
+        completion = total - prompt
     return Usage(prompt, completion)
 
 
