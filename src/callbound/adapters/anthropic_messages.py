@@ -53,6 +53,7 @@ from .base import (
     map_failure,
     result_text,
     retry_after_seconds,
+    says_context_window_exceeded,
     stream_cut_turn,
     synthetic_response_id,
     too_large_turn,
@@ -266,9 +267,14 @@ def _error_turn(
         reason = "overloaded"
     else:
         reason = "api_error"
+    finish = Finish.API_FAILURE
+    if etype == "invalid_request_error" and says_context_window_exceeded(status, err.get("message")):
+        # "prompt is too long: 200021 tokens > 200000 maximum": the same failure as OpenAI's
+        # context_length_exceeded and a model_context_window_exceeded stop (D1: TRUNCATED, not retried)
+        finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
     return failure_turn(
         API, _provenance(model), raw_sha256, response_id=response_id, raw_stop_reason=raw, reason=reason,
-        failure=Failure(kind, retryable, status, etype, code, retry_after_seconds(headers)),
+        failure=Failure(kind, retryable, status, etype, code, retry_after_seconds(headers)), finish=finish,
     )  # fmt: skip
 
 

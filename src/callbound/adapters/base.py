@@ -329,6 +329,30 @@ QUOTA_CODES = frozenset(
 )
 
 
+# What the providers' "input too long" errors say (D1: context window exceeded is TRUNCATED, not retried),
+# where no error code says it: Anthropic's invalid_request_error "prompt is too long: 200021 tokens >
+# 200000 maximum" and "input length and `max_tokens` exceed context limit: ..."; Gemini's INVALID_ARGUMENT
+# "The input token count (1100010) exceeds the maximum number of tokens allowed (1048575)."; Mistral's
+# "Prompt contains 150004 tokens ..., too large for model with 131072 maximum context length", and vLLM's
+# and older OpenAI's "This model's maximum context length is 4096 tokens" (pydantic/pydantic-ai
+# tests/cassettes/test_context_window_exceeded/: real HTTP 400 answers of each provider).
+_CONTEXT_WINDOW_MESSAGE = re.compile(
+    r"prompt is too long"
+    r"|exceeds? (?:the )?context limit"
+    r"|input token count \(?\d*\)? ?exceeds the maximum number of tokens"
+    r"|maximum context length",
+    re.IGNORECASE,
+)
+
+
+def says_context_window_exceeded(status: int | None, message: Any) -> bool:
+    """An error whose message says the input does not fit the model's context window: an HTTP 400 or
+    413 (or an error event without a status). Read only where no error code says it already."""
+    if status not in (None, 400, 413) or not isinstance(message, str):
+        return False
+    return _CONTEXT_WINDOW_MESSAGE.search(message[:2000]) is not None
+
+
 def stream_cut_turn(api: str, provenance: Provenance, raw_sha256: str, response_id: str | None) -> ModelTurn:
     """A stream that ended or broke before its terminal event (D1, D26): TRUNCATED, retryable, no calls."""
     return failure_turn(
@@ -453,6 +477,10 @@ def error_object(raw: bytes | str | dict[str, Any] | None) -> dict[str, Any] | N
     if isinstance(data, list) and data:
         data = data[0]
     err = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(err, dict) and isinstance(data, dict) and data.get("object") == "error":
+        # Mistral and vLLM put the error's fields at the top: {"object": "error", "type", "code",
+        # "message"} (D32 keeps its type and code beside the status)
+        return data
     return err if isinstance(err, dict) else None
 
 

@@ -61,6 +61,7 @@ from .base import (
     map_failure,
     rendered_tool_choice,
     retry_after_seconds,
+    says_context_window_exceeded,
     synthetic_response_id,
 )
 from .gemini_schema import deep_merge, gemini_schema, google_error_details
@@ -237,6 +238,11 @@ def error_turn(
         retryable = rpc in RETRYABLE_RPC and not permanent
     raw = str(status) if status is not None else (rpc or (str(code) if code is not None else "error"))
     reason = "quota_exceeded" if permanent else ("rate_limited" if effective == 429 else "api_error")
+    finish = Finish.API_FAILURE
+    if not permanent and says_context_window_exceeded(effective, err.get("message")):
+        # INVALID_ARGUMENT "The input token count (1100010) exceeds the maximum number of tokens
+        # allowed (1048575).": D1's context window exceeded, TRUNCATED and not retried
+        finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
     header_delay = retry_after_seconds(headers)
     return failure_turn(
         API,
@@ -248,6 +254,7 @@ def error_turn(
         failure=Failure(
             kind, retryable, status, rpc, detail, header_delay if header_delay is not None else delay
         ),
+        finish=finish,
     )
 
 

@@ -71,6 +71,7 @@ from .base import (
     rendered_tool_choice,
     result_text,
     retry_after_seconds,
+    says_context_window_exceeded,
     synthetic_response_id,
 )
 from .gemini_schema import deep_merge, google_error_details
@@ -255,6 +256,10 @@ def error_turn(
     else:
         raw = str(int_code) if int_code is not None else "error"
     reason = "quota_exceeded" if permanent else ("rate_limited" if effective == 429 else "api_error")
+    finish = Finish.API_FAILURE
+    if not permanent and says_context_window_exceeded(effective, err.get("message")):
+        # the input does not fit the model's window, as generateContent says it (D1: TRUNCATED)
+        finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
     header_delay = retry_after_seconds(headers)
     return failure_turn(
         API,
@@ -266,6 +271,7 @@ def error_turn(
         failure=Failure(
             kind, retryable, status, name, detail, header_delay if header_delay is not None else delay
         ),
+        finish=finish,
     )
 
 

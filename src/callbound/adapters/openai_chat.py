@@ -52,6 +52,7 @@ from .base import (
     rendered_tool_choice,
     result_text,
     retry_after_seconds,
+    says_context_window_exceeded,
     synthetic_response_id,
 )
 from .schema import openai_strict
@@ -244,7 +245,8 @@ def _error_turn(
     limited = (status if status is not None else http_code) == 429
     reason = "quota_exceeded" if quota else "rate_limited" if limited else "api_error"
     finish = Finish.API_FAILURE
-    if code in CONTEXT_WINDOW_CODES:
+    message = err.get("message") if isinstance(err, dict) else None
+    if code in CONTEXT_WINDOW_CODES or (not quota and says_context_window_exceeded(status, message)):
         # D1 lists "context window exceeded" under TRUNCATED: the input no longer fits, which no retry
         # fixes and which is no server fault (pydantic/pydantic-ai tests/cassettes/test_context_window_exceeded/
         # test_context_window_exceeded[openai_chat].yaml: HTTP 400, code context_length_exceeded), as

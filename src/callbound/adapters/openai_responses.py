@@ -60,6 +60,7 @@ from .base import (
     rendered_tool_choice,
     result_text,
     retry_after_seconds,
+    says_context_window_exceeded,
     synthetic_response_id,
 )
 from .schema import openai_strict
@@ -317,7 +318,9 @@ def _error_body_turn(
         raw = code or etype or "error"
     reason = "quota_exceeded" if quota else "rate_limited" if status == 429 else "api_error"
     finish = Finish.API_FAILURE
-    if code in CONTEXT_WINDOW_CODES:
+    if code in CONTEXT_WINDOW_CODES or (
+        not quota and says_context_window_exceeded(status, err.get("message"))
+    ):
         # D1 lists "context window exceeded" under TRUNCATED: the input no longer fits, which no retry
         # fixes and which is no server fault (pydantic/pydantic-ai tests/cassettes/
         # test_context_window_exceeded/test_openai_responses_context_window_exceeded.yaml: HTTP 400,
