@@ -122,6 +122,10 @@ class _Assembler:
         # kept in case no item carries it (no output_item.done, an empty snapshot), as a refusal
         # signal wins over everything else in the turn (D31).
         self._refusals: dict[tuple[int, int], list[str]] = {}
+        # A second item announced at an output_index whose item has already ended: the server reused
+        # the index (an Ollama emitter numbered the calls of each chunk from 0 again), so the events
+        # cannot say which item is which; the terminal snapshot decides (``_final_output``).
+        self._reused_index = False
         # Output text by (output_index, content_index), from output_text deltas: OpenAI's done items
         # carry the text whole (and these are dropped there), but some compatible servers send a done
         # item and a snapshot without content, so the deltas are the only place the answer is.
@@ -189,6 +193,8 @@ class _Assembler:
             idx, item = _output_index(event.get("output_index")), event.get("item")
             if idx is None or not isinstance(item, dict):
                 return []
+            if idx in self._done:
+                self._reused_index = True
             self._items[idx] = item
             if isinstance(item.get("id"), str):
                 self._item_index[item["id"]] = idx
@@ -361,6 +367,8 @@ class _Assembler:
         carries."""
         snapshot = resp.get("output")
         snap = snapshot if isinstance(snapshot, list) else []
+        if self._reused_index:
+            return self._snapshot_output(snap)
         indices = sorted(set(self._done) | set(range(len(snap))) | set(self._items))
         # A snapshot item whose id a streamed item already has is that item, even at another position
         # (a stream whose output_index values leave gaps: vercel-ai packages/openai/src/responses/
@@ -413,6 +421,18 @@ class _Assembler:
             if i not in carried and (i >= 0 or not carried)
         ]
         return output, unfinished, refusals
+
+    def _snapshot_output(self, snap: list[Any]) -> tuple[list[dict[str, Any]], bool, list[str]]:
+        """The turn of a stream that reused an output_index: its events overwrote one item with
+        another, so the terminal snapshot's items are the turn, read as a plain body's are. Without
+        them nothing says which calls were made: the turn is unfinished and none of its calls runs."""
+        output = [item for item in snap if isinstance(item, dict)]
+        unfinished = not output or any(says_unfinished(item) for item in output)
+        if not output:
+            output = [self._done.get(i) or self._items[i] for i in sorted(set(self._done) | set(self._items))]
+        if any(_has_refusal(item) for item in output):
+            return output, unfinished, []
+        return output, unfinished, [join_fragments(parts) for _, parts in sorted(self._refusals.items())]
 
     def _with_streamed_text(self, idx: int, item: dict[str, Any]) -> dict[str, Any]:
         """A message item that came without its text (no content, or no text part: some compatible
