@@ -193,8 +193,8 @@ class _Assembler:
             idx, item = _output_index(event.get("output_index")), event.get("item")
             if idx is None or not isinstance(item, dict):
                 return []
-            if idx in self._done:
-                self._reused_index = True
+            if idx in self._done and item.get("id") != self._done[idx].get("id"):
+                self._reused_index = True  # (the same item announced again is no reuse)
             self._items[idx] = item
             if isinstance(item.get("id"), str):
                 self._item_index[item["id"]] = idx
