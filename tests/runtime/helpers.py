@@ -281,6 +281,25 @@ class Harness:
         return await self.runner.run(input, **kw)
 
 
+def echo_runner(handler: Any, grace_s: float, *, timeout_ms: int = 100) -> tuple[cb.Runner, ScriptedModel]:
+    """A runner with one read tool ``echo`` run by ``handler`` under ``timeout_ms``, an executor with
+    ``grace_s``, and a script of one call of it, then a final answer."""
+    tool = cb.ToolSpec(
+        name="echo",
+        description="Echo",
+        params=EchoArgs,
+        handler=handler,
+        schema_version="v1",
+        risk="read",
+        timeout_ms=timeout_ms,
+    )
+    model = ScriptedModel(API, [calls("r1", fc("c1", "echo", {"n": 1})), final("r2")])
+    r = cb.Runner(
+        model=model, registry=cb.Registry([tool]), clock=FakeClock(), executor=ToolExecutor(grace_s=grace_s)
+    )
+    return r, model
+
+
 def make(
     script: Sequence[Any],
     tools: Sequence[cb.ToolSpec] | cb.Registry,

@@ -23,25 +23,9 @@ from callbound.runtime.tools import ToolExecutor
 from callbound.testing import FakeClock, ScriptedModel
 
 from .helpers import API, EchoArgs, calls, fc, final
+from .helpers import echo_runner as runner
 
 HOLD_OUT_S = 4.0  # how long the stubborn handler swallows cancellations (the unfixed code waits it out)
-
-
-def runner(handler: Any, grace_s: float, *, timeout_ms: int = 100) -> tuple[cb.Runner, ScriptedModel]:
-    tool = cb.ToolSpec(
-        name="echo",
-        description="Echo",
-        params=EchoArgs,
-        handler=handler,
-        schema_version="v1",
-        risk="read",
-        timeout_ms=timeout_ms,
-    )
-    model = ScriptedModel(API, [calls("r1", fc("c1", "echo", {"n": 1})), final("r2")])
-    r = cb.Runner(
-        model=model, registry=cb.Registry([tool]), clock=FakeClock(), executor=ToolExecutor(grace_s=grace_s)
-    )
-    return r, model
 
 
 def test_d16_run_sync_returns_after_timeout_and_grace_though_the_handler_swallows_every_cancel() -> None:

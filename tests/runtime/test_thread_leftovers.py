@@ -23,26 +23,10 @@ import pytest
 
 import callbound as cb
 from callbound.runtime.threads import DaemonExecutor
-from callbound.runtime.tools import ToolExecutor
-from callbound.testing import FakeClock, ScriptedModel
 from tests.recordings import REPO_ROOT
 
-from .helpers import API, EchoArgs, calls, fc, final, outputs
-
-
-def _runner(handler: Any, grace_s: float) -> tuple[cb.Runner, ScriptedModel]:
-    tool = cb.ToolSpec(
-        name="echo",
-        description="Echo",
-        params=EchoArgs,
-        handler=handler,
-        schema_version="v1",
-        risk="read",
-        timeout_ms=100,
-    )
-    model = ScriptedModel(API, [calls("r1", fc("c1", "echo", {"n": 1})), final("r2")])
-    executor = ToolExecutor(grace_s=grace_s)
-    return cb.Runner(model=model, registry=cb.Registry([tool]), clock=FakeClock(), executor=executor), model
+from .helpers import echo_runner as _runner
+from .helpers import outputs
 
 
 def test_a_to_thread_that_never_returns_does_not_hold_run_sync(caplog: pytest.LogCaptureFixture) -> None:
