@@ -145,3 +145,15 @@ def test_reasoning_content_and_details_still_go_back() -> None:
     del message["reasoning"]
     turn = ADAPTER.parse_response(json.dumps(_body(message, None, "tool_calls")))
     assert ADAPTER.turn_items(turn) == [message]
+
+
+def test_groq_usage_only_under_x_groq_is_read() -> None:
+    """A Groq stream without a top-level usage chunk (no stream_options) still reports its usage on
+    the last chunk under x_groq; a top-level usage, when it comes, wins."""
+    x_groq = {"id": "req_1", "usage": {"prompt_tokens": 270, "completion_tokens": 88, "total_tokens": 358}}
+    last = _chunk({}, "stop", x_groq=x_groq)
+    turn = _streamed([_chunk({"role": "assistant", "content": "Hi."}), last, "[DONE]"])
+    assert (turn.usage.input_tokens, turn.usage.output_tokens) == (270, 88)
+    top = _chunk(usage={"prompt_tokens": 271, "completion_tokens": 89, "total_tokens": 360})
+    turn = _streamed([_chunk({"role": "assistant", "content": "Hi."}), last, top, "[DONE]"])
+    assert (turn.usage.input_tokens, turn.usage.output_tokens) == (271, 89)

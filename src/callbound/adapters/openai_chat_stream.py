@@ -227,6 +227,10 @@ class _Assembler:
             self._model = event["model"]
         if isinstance(event.get("usage"), dict):
             self._usage = event["usage"]
+        elif isinstance(x_groq := event.get("x_groq"), dict) and isinstance(x_groq.get("usage"), dict):
+            # Groq's own copy on its last chunk, there also when no stream_options asked for the
+            # top-level one: read where the top-level usage never comes (D27)
+            self._choice_usage = self._choice_usage or x_groq["usage"]
         out: list[Progress] = []
         choices = event.get("choices")
         # Anything but a list holds no choice, as for a plain body (turn_from_completion).
