@@ -130,10 +130,23 @@ def _event_error_fields(event: dict[str, Any]) -> tuple[str | None, str | None]:
     return None, code if isinstance(code, str) else None
 
 
+def _hosted_shell(item: dict[str, Any]) -> bool:
+    """A shell_call OpenAI runs in its own container: the response may leave its output out (a
+    real hosted-shell response held three calls, one with an output, and the answer; pydantic-ai
+    cassette test_openai_responses_hosted_shell_with_uploaded_file), and it waits for no client."""
+    environment = item.get("environment")
+    return (
+        item.get("type") == "shell_call"
+        and isinstance(environment, dict)
+        and environment.get("type") == "container_reference"
+    )
+
+
 def _pending_client_action(items: list[dict[str, Any]]) -> str | None:
     """The type of the first output item that waits for the client and that the same response did not
-    answer itself: a hosted shell_call comes with its shell_call_output, an approved MCP request with
-    the mcp_call that names it, a server-side tool_search_call with execution "server"."""
+    answer itself: a hosted shell_call comes with its shell_call_output or runs in OpenAI's container
+    (``environment: {"type": "container_reference"}``), an approved MCP request with the mcp_call that
+    names it, a server-side tool_search_call with execution "server"."""
     if all(i.get("type") in _PLAIN_ITEMS for i in items):
         return None  # the usual turn: messages, reasoning and function calls only
     answered = {
@@ -145,7 +158,7 @@ def _pending_client_action(items: list[dict[str, Any]]) -> str | None:
         if kind == "mcp_approval_request":
             waiting = item.get("id") not in approved
         else:
-            client = kind in CLIENT_ACTION_ITEMS or (
+            client = (kind in CLIENT_ACTION_ITEMS and not _hosted_shell(item)) or (
                 kind == "tool_search_call" and item.get("execution") == "client"
             )
             waiting = client and item.get("call_id") not in answered
