@@ -242,7 +242,10 @@ def _error_turn(
             or (http_code is not None and http_retryable(http_code, "http"))
         ) and not quota
         raw = code or etype or "error"
-    limited = (status if status is not None else http_code) == 429
+    # A status-less error chunk says it with its code as a 429 does with its status (Responses alike)
+    limited = (status if status is not None else http_code) == 429 or (
+        status is None and "rate_limit_exceeded" in (code, etype)
+    )
     reason = "quota_exceeded" if quota else "rate_limited" if limited else "api_error"
     finish = Finish.API_FAILURE
     message = err.get("message") if isinstance(err, dict) else None

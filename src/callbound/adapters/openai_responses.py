@@ -119,6 +119,21 @@ def _retryable_code(etype: str | None, code: str | None) -> bool:
     return code in RETRYABLE_ERROR_CODES or etype in RETRYABLE_ERROR_CODES
 
 
+def status_less_failure(etype: str | None, code: str | None, message: Any) -> tuple[Finish, str, bool]:
+    """(finish, reason, retryable) of an error that comes without an HTTP status: a ``failed``
+    response (plain, or a stream's terminal snapshot) or an ``error`` stream event. It reads as the same
+    error in an HTTP error body does (``_error_body_turn``), the same failure streamed or not: a
+    context-window error is TRUNCATED (D1; OpenAI streams it as an ``error`` event with code
+    context_length_exceeded and then ``response.failed``), a quota code is fatal (D26)."""
+    quota = code in QUOTA_CODES or etype in QUOTA_CODES
+    if code in CONTEXT_WINDOW_CODES or (not quota and says_context_window_exceeded(None, message)):
+        return Finish.TRUNCATED, "context_window_exceeded", False
+    if quota:
+        return Finish.API_FAILURE, "quota_exceeded", False
+    limited = "rate_limit_exceeded" in (code, etype)  # as an HTTP 429 reads
+    return Finish.API_FAILURE, "rate_limited" if limited else "api_error", _retryable_code(etype, code)
+
+
 def _event_error_fields(event: dict[str, Any]) -> tuple[str | None, str | None]:
     """The ``error`` stream event comes flat (SDK: ``code``/``message`` beside ``type: "error"``) or
     nested (recordings: ``error: {type, code, message}``). In the flat shape ``type`` names the event,
@@ -299,14 +314,12 @@ def turn_from_response(
             return turn(Finish.TRUNCATED, why, "max_messages")
         return turn(Finish.API_FAILURE, why or "incomplete", "unknown_stop_reason", Failure("status", False))
     if status == "failed":
-        etype, code = _error_fields(resp.get("error"))
-        # A quota code reads as it does in an error body or event (the same failure, streamed or not)
-        quota = code in QUOTA_CODES or etype in QUOTA_CODES
+        error = resp.get("error")
+        etype, code = _error_fields(error)
+        message = error.get("message") if isinstance(error, dict) else None
+        finish, reason, retryable = status_less_failure(etype, code, message)
         return turn(
-            Finish.API_FAILURE,
-            code or etype or "failed",
-            "quota_exceeded" if quota else "api_error",
-            Failure("status", _retryable_code(etype, code), None, etype, code),
+            finish, code or etype or "failed", reason, Failure("status", retryable, None, etype, code)
         )
     if status == "cancelled":
         return turn(Finish.API_FAILURE, "cancelled", "cancelled", Failure("status", False))

@@ -22,7 +22,6 @@ from ..core.types import (
     Provenance,
 )
 from .base import (
-    QUOTA_CODES,
     StreamCaps,
     cap_tripped,
     failure_turn,
@@ -36,9 +35,9 @@ from .openai_responses import (
     API,
     _event_error_fields,
     _provenance,
-    _retryable_code,
     _usage,
     says_unfinished,
+    status_less_failure,
     turn_from_response,
 )
 from .sse import JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
@@ -476,7 +475,7 @@ class _Assembler:
                 )
             if resp.get("status") == "failed" and not resp.get("error") and self._error is not None:
                 etype, code = _event_error_fields(self._error)
-                resp["error"] = {"type": etype, "code": code}
+                resp["error"] = {"type": etype, "code": code, "message": self._error_message()}
             output, unfinished, refusals = self._final_output(resp)
             turn = turn_from_response(resp, raw_sha256, output, unfinished=unfinished, refusals=refusals)
             # Checked only where the calls would run, as ``base.capped`` does: a refused, failed or
@@ -497,12 +496,20 @@ class _Assembler:
     def _error_turn(self, prov: Provenance, raw_sha256: str, response_id: str | None) -> ModelTurn:
         assert self._error is not None
         etype, code = _event_error_fields(self._error)
+        finish, reason, retryable = status_less_failure(etype, code, self._error_message())
         return failure_turn(
             API,
             prov,
             raw_sha256,
             response_id=response_id,
             raw_stop_reason=code or etype or "error",
-            reason="quota_exceeded" if (code in QUOTA_CODES or etype in QUOTA_CODES) else "api_error",
-            failure=Failure("error_event", _retryable_code(etype, code), None, etype, code),
+            reason=reason,
+            failure=Failure("error_event", retryable, None, etype, code),
+            finish=finish,
         )
+
+    def _error_message(self) -> Any:
+        """The error event's message: nested (``error.message``) or flat beside ``code``."""
+        assert self._error is not None
+        nested = self._error.get("error")
+        return nested.get("message") if isinstance(nested, dict) else self._error.get("message")
