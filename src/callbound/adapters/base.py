@@ -353,6 +353,19 @@ def says_context_window_exceeded(status: int | None, message: Any) -> bool:
     return _CONTEXT_WINDOW_MESSAGE.search(message[:2000]) is not None
 
 
+def says_content_filtered(status: int | None, err: Any) -> bool:
+    """An OpenAI-shaped error that says a content policy blocked the request: Azure OpenAI answers a
+    prompt its filter stops with HTTP 400, ``code: "content_filter"`` and ``innererror.code:
+    "ResponsibleAIPolicyViolation"`` (Mirascope tests/e2e cassette test_refusal/azure-openai_completions,
+    recorded). That is a provider policy stop, D1's REFUSAL, as ``promptFeedback.blockReason`` is on
+    Gemini and ``content_filter`` is on a 200: no retry changes it, and it is no server fault."""
+    if status not in (None, 400) or not isinstance(err, dict):
+        return False
+    inner = err.get("innererror")
+    inner_code = inner.get("code") if isinstance(inner, dict) else None
+    return err.get("code") == "content_filter" or inner_code == "ResponsibleAIPolicyViolation"
+
+
 def stream_cut_turn(api: str, provenance: Provenance, raw_sha256: str, response_id: str | None) -> ModelTurn:
     """A stream that ended or broke before its terminal event (D1, D26): TRUNCATED, retryable, no calls."""
     return failure_turn(

@@ -52,6 +52,7 @@ from .base import (
     rendered_tool_choice,
     result_text,
     retry_after_seconds,
+    says_content_filtered,
     says_context_window_exceeded,
     synthetic_response_id,
 )
@@ -255,6 +256,8 @@ def _error_turn(
         # test_context_window_exceeded[openai_chat].yaml: HTTP 400, code context_length_exceeded), as
         # openai-responses reads the same error. raw_stop_reason stays the status code (D32).
         finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
+    elif says_content_filtered(status, err):
+        finish, reason, retryable = Finish.REFUSAL, "content_filter", False
     return failure_turn(
         API, _provenance(model), raw_sha256, response_id=response_id, raw_stop_reason=raw, reason=reason,
         failure=Failure(kind, retryable, status, etype, code, retry_after_seconds(headers)), finish=finish,

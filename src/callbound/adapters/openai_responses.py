@@ -60,6 +60,7 @@ from .base import (
     rendered_tool_choice,
     result_text,
     retry_after_seconds,
+    says_content_filtered,
     says_context_window_exceeded,
     synthetic_response_id,
 )
@@ -130,6 +131,8 @@ def status_less_failure(etype: str | None, code: str | None, message: Any) -> tu
         return Finish.TRUNCATED, "context_window_exceeded", False
     if quota:
         return Finish.API_FAILURE, "quota_exceeded", False
+    if code == "content_filter":  # a policy stop, as the same code in an HTTP 400 body reads (D1)
+        return Finish.REFUSAL, "content_filter", False
     limited = "rate_limit_exceeded" in (code, etype)  # as an HTTP 429 reads
     return Finish.API_FAILURE, "rate_limited" if limited else "api_error", _retryable_code(etype, code)
 
@@ -352,6 +355,8 @@ def _error_body_turn(
         # test_context_window_exceeded/test_openai_responses_context_window_exceeded.yaml: HTTP 400,
         # code context_length_exceeded). raw_stop_reason stays the status code (D32).
         finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
+    elif says_content_filtered(status, err):
+        finish, reason, retryable = Finish.REFUSAL, "content_filter", False
     return failure_turn(
         API,
         _provenance(model),
