@@ -481,12 +481,8 @@ class _Assembler:
                 self._error, raw_sha256, None, {}, "error_event", self._response_id, self._model
             )
             return replace(turn, usage=usage)
-        if not self._done:
+        if not self._done or self._finish_reason is None:
             return replace(stream_cut_turn(API, prov, raw_sha256, self._response_id), usage=usage)
-        # [DONE] came: the stream ended whole, even where no chunk named a finish_reason (OpenRouter
-        # routing kimi-k2 to Novita sent calls, usage and [DONE] with finish_reason null throughout:
-        # simonw/llm cassette test_tools_streaming_variant_b). That is no cut to retry but a response
-        # without a stop reason, read as the same plain body is: API_FAILURE(unknown_stop_reason) (D1).
         resp = {
             "id": self._response_id,
             "model": self._model,
