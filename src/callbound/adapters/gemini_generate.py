@@ -117,6 +117,16 @@ def _first_candidate(resp: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def finish_reason_text(value: Any) -> str | None:
+    """The raw finishReason as text. Vertex answers ``enum-encoding=int`` requests with the enum's number
+    (``"finishReason": 1``; opentelemetry-python-contrib and openinference cassettes, recorded): kept
+    as its digits, unchanged in meaning (D1), so it reads as the unknown stop reason it is to callbound,
+    plain or streamed alike, rather than as no finishReason at all (which a stream takes for a cut)."""
+    if isinstance(value, str):
+        return value
+    return str(value) if type(value) is int else None
+
+
 def turn_from_body(
     resp: dict[str, Any],
     raw_sha256: str,
@@ -195,8 +205,7 @@ def turn_from_body(
         return turn(Finish.REFUSAL, block, block.lower(), refusal=feedback.get("blockReasonMessage") or block)
     if cand is None:
         return turn(Finish.API_FAILURE, None, "unknown_stop_reason", Failure("status", False))
-    fr = cand.get("finishReason")
-    raw = fr if isinstance(fr, str) else None
+    raw = finish_reason_text(cand.get("finishReason"))
     if raw in REFUSAL_REASONS:
         return turn(Finish.REFUSAL, raw, raw.lower(), refusal=cand.get("finishMessage") or raw)
     if raw == "STOP":

@@ -36,6 +36,7 @@ from .gemini_generate import (
     _provenance,
     _usage,
     error_turn,
+    finish_reason_text,
     turn_from_body,
 )
 from .gemini_schema import PartialArgs
@@ -190,10 +191,11 @@ class _Assembler:
                     out.extend(self._part(part))
                 if self._aborted:
                     return []
-        if isinstance(cand.get("finishReason"), str):
+        finish = finish_reason_text(cand.get("finishReason"))
+        if finish is not None:
             if self._finish not in REFUSAL_REASONS:
                 # D31: a refusal wins over everything else in the turn, a later STOP included.
-                self._finish = cand["finishReason"]
+                self._finish = finish
                 self._finish_message = cand.get("finishMessage")
             if self._open is not None:  # D34: finalised at the finish chunk; it must parse
                 out.extend(self._close(at_finish=True))
