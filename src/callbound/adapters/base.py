@@ -24,6 +24,7 @@ from ..core.canonical import canonical_json
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.registry import ToolDeclaration
 from ..core.types import Failure, Finish, ModelTurn, Progress, Provenance, RawFailure, ToolCall, Usage
+from .sse import iter_payloads
 
 DEFAULT_MAX_CALL_BYTES = 1 << 20  # 1 MiB of argument text per call
 DEFAULT_MAX_RESPONSE_BYTES = 8 << 20  # 8 MiB of argument text per response
@@ -478,6 +479,24 @@ def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = No
     return turn
 
 
+def _first_stream_event(raw: bytes | str | dict[str, Any]) -> dict[str, Any] | None:
+    """The first event of an error body framed as a stream: a streaming request can be refused with an
+    HTTP error whose body is one SSE ``error`` event (Gemini Interactions answers a quota refusal with
+    HTTP 429 and ``event: error`` / ``data: {"error": {"code": "quota_exceeded", ...}}``), and the
+    code in it decides the retry (D26: a quota code is not retried)."""
+    if isinstance(raw, dict):
+        return None
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    if not text.lstrip("\ufeff \t\r\n").startswith(("event:", "data:")):
+        return None
+    try:
+        for payload in iter_payloads([text[:1_000_000]]):
+            return payload if isinstance(payload, dict) else None
+    except ProtocolViolation:
+        return None
+    return None
+
+
 def error_object(raw: bytes | str | dict[str, Any] | None) -> dict[str, Any] | None:
     """The ``error`` object of an HTTP error body, if it has one. Gemini's stream endpoints wrap the
     body in a one-element array; an HTML page from a proxy has none (it still classifies by status)."""
@@ -486,7 +505,7 @@ def error_object(raw: bytes | str | dict[str, Any] | None) -> dict[str, Any] | N
     try:
         data, _ = decode_body(raw)
     except ProtocolViolation:
-        return None
+        data = _first_stream_event(raw)
     if isinstance(data, list) and data:
         data = data[0]
     err = data.get("error") if isinstance(data, dict) else None

@@ -87,6 +87,9 @@ RETRYABLE_CODES = frozenset(
         "unavailable",
         "overloaded",
         "deadline_exceeded",
+        # the server's own deadline ran out ("Deadline expired before operation could complete.",
+        # the streaming error event in Google's Interactions streaming docs): a timeout, retried (D26)
+        "gateway_timeout",
         "aborted",
         "resource_exhausted",
         "server_error",
