@@ -44,6 +44,15 @@ GEMINI_TOO_LONG = {
         "status": "INVALID_ARGUMENT",
     }
 }
+# Vertex AI's wording (google-gemini/gemini-cli issue 19727, the error as Vertex returned it)
+VERTEX_TOO_LONG = {
+    "error": {
+        "code": 400,
+        "message": "Unable to submit request because the input token count is 1251952 but model only supports up "
+        "to 1048576. Reduce the input token count and try again.",
+        "status": "INVALID_ARGUMENT",
+    }
+}
 MISTRAL_TOO_LONG = {
     "object": "error",
     "message": "Prompt contains 150000 tokens and 0 draft tokens, too large for model with 131072 maximum "
@@ -71,6 +80,7 @@ CASES = [
     ),
     pytest.param("gemini-generate", GEMINI_TOO_LONG, "INVALID_ARGUMENT", None, id="gemini"),
     pytest.param("gemini-interactions", GEMINI_TOO_LONG, "invalid_argument", None, id="interactions"),
+    pytest.param("gemini-generate", VERTEX_TOO_LONG, "INVALID_ARGUMENT", None, id="vertex"),
     pytest.param("openai-chat", MISTRAL_TOO_LONG, "invalid_request_invalid_args", "3051", id="mistral"),
     pytest.param("openai-chat", VLLM_TOO_LONG, "BadRequestError", "400", id="vllm"),
 ]

@@ -333,7 +333,9 @@ QUOTA_CODES = frozenset(
 # What the providers' "input too long" errors say (D1: context window exceeded is TRUNCATED, not retried),
 # where no error code says it: Anthropic's invalid_request_error "prompt is too long: 200021 tokens >
 # 200000 maximum" and "input length and `max_tokens` exceed context limit: ..."; Gemini's INVALID_ARGUMENT
-# "The input token count (1100010) exceeds the maximum number of tokens allowed (1048575)."; Mistral's
+# "The input token count (1100010) exceeds the maximum number of tokens allowed (1048575)." (Vertex:
+# "Unable to submit request because the input token count is 1251952 but model only supports up to
+# 1048576.", google-gemini/gemini-cli issue 19727); Mistral's
 # "Prompt contains 150004 tokens ..., too large for model with 131072 maximum context length", and vLLM's
 # and older OpenAI's "This model's maximum context length is 4096 tokens" (pydantic/pydantic-ai
 # tests/cassettes/test_context_window_exceeded/: real HTTP 400 answers of each provider).
@@ -341,6 +343,7 @@ _CONTEXT_WINDOW_MESSAGE = re.compile(
     r"prompt is too long"
     r"|exceeds? (?:the )?context limit"
     r"|input token count \(?\d*\)? ?exceeds the maximum number of tokens"
+    r"|input token count is \d+ but model only supports up to"
     r"|maximum context length",
     re.IGNORECASE,
 )
