@@ -68,6 +68,14 @@ DEFAULT_MAX_TOKENS = 4096  # the API refuses a request without max_tokens
 RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
 # A spend cap answers 429 but will not lift by waiting (WIRE.md 3.5).
 QUOTA_ERRORS = QUOTA_CODES | {"enforced_spend_limit_reached", "billing_error"}
+# What Anthropic's answers say where no error type does (both invalid_request_error, HTTP 400 or a stream
+# error event; anthropics/claude-code issues 18542, 58367 and 66314 quote them as received):
+# - "Output blocked by content filtering policy": a provider policy stop, D1's REFUSAL, as a refusal
+#   stop reason or Azure's content_filter 400 is;
+# - "Your credit balance is too low to access the Anthropic API": the account cannot pay (D26: a spend
+#   failure, not retried; named as billing_error is).
+_CONTENT_FILTERED = "blocked by content filtering policy"
+_NO_CREDIT = "credit balance is too low"
 THINKING_TYPES = ("thinking", "redacted_thinking")
 # Private key of a transcript item: the response's container id. Never sent inside a message.
 CONTAINER_KEY = "callbound:container"
@@ -252,7 +260,9 @@ def _error_turn(
     etype = _str(err.get("type"))
     details = err.get("details")
     code = _str(details.get("error_code")) if isinstance(details, dict) else None
-    quota = etype in QUOTA_ERRORS or code in QUOTA_ERRORS
+    message = err.get("message")
+    said = message[:2000].lower() if isinstance(message, str) and etype == "invalid_request_error" else ""
+    quota = etype in QUOTA_ERRORS or code in QUOTA_ERRORS or _NO_CREDIT in said
     if status is not None:
         retryable = http_retryable(status, "http") and not quota
         raw = str(status)
@@ -268,10 +278,12 @@ def _error_turn(
     else:
         reason = "api_error"
     finish = Finish.API_FAILURE
-    if etype == "invalid_request_error" and says_context_window_exceeded(status, err.get("message")):
+    if etype == "invalid_request_error" and says_context_window_exceeded(status, message):
         # "prompt is too long: 200021 tokens > 200000 maximum": the same failure as OpenAI's
         # context_length_exceeded and a model_context_window_exceeded stop (D1: TRUNCATED, not retried)
         finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
+    elif status in (None, 400) and _CONTENT_FILTERED in said:
+        finish, reason, retryable = Finish.REFUSAL, "content_filter", False
     return failure_turn(
         API, _provenance(model), raw_sha256, response_id=response_id, raw_stop_reason=raw, reason=reason,
         failure=Failure(kind, retryable, status, etype, code, retry_after_seconds(headers)), finish=finish,

@@ -357,6 +357,19 @@ def says_context_window_exceeded(status: int | None, message: Any) -> bool:
     return _CONTEXT_WINDOW_MESSAGE.search(message[:2000]) is not None
 
 
+def says_request_over_rate_limit(message: Any) -> bool:
+    """An OpenAI 429 (code rate_limit_exceeded) that no wait can lift: "Request too large for gpt-4o in
+    organization ... on tokens per min (TPM): Limit 30000, Requested 36278. The input or output tokens
+    must be reduced in order to run successfully." (as received in Aider-AI/aider issue 1880 and
+    assafelovic/gpt-researcher issue 585). The request alone is over the per-minute limit, so it is read
+    as a quota no retry can meet (D26), as a Gemini quota of zero is; an ordinary "Rate limit reached"
+    429 still waits and retries."""
+    return isinstance(message, str) and _REQUEST_TOO_LARGE.search(message[:2000]) is not None
+
+
+_REQUEST_TOO_LARGE = re.compile(r"\brequest too large for\b", re.IGNORECASE)
+
+
 def says_content_filtered(status: int | None, err: Any) -> bool:
     """An OpenAI-shaped error that says a content policy blocked the request: Azure OpenAI answers a
     prompt its filter stops with HTTP 400, ``code: "content_filter"`` and ``innererror.code:

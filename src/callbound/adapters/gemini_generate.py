@@ -104,10 +104,16 @@ def _usage(meta: Any) -> Usage:
     if not isinstance(meta, dict):
         return Usage()
     # D27: promptTokenCount already includes cachedContentTokenCount; thoughts are generated tokens.
-    return Usage(
-        _count(meta, "promptTokenCount", "toolUsePromptTokenCount"),
-        _count(meta, "candidatesTokenCount", "thoughtsTokenCount"),
-    )
+    input_tokens = _count(meta, "promptTokenCount", "toolUsePromptTokenCount")
+    output_tokens = _count(meta, "candidatesTokenCount", "thoughtsTokenCount")
+    total = _count(meta, "totalTokenCount")
+    if output_tokens is None and total is not None and input_tokens is not None and total >= input_tokens:
+        # Gemini's JSON leaves zero-valued counts out: a turn that generated nothing has no
+        # candidatesTokenCount, but its total states the output, 0 where total == prompt (js-genai
+        # test/system/recordings, a Vertex stream: promptTokenCount 83, totalTokenCount 83). Not unknown
+        # (D27), so an output-token budget does not stop the run for USAGE_UNKNOWN.
+        output_tokens = total - input_tokens
+    return Usage(input_tokens, output_tokens)
 
 
 def _first_candidate(resp: dict[str, Any]) -> dict[str, Any] | None:

@@ -466,7 +466,23 @@ def google_error_details(err: dict[str, Any]) -> tuple[float | None, str | None,
             code = reason or code
             if "BILLING" in reason.upper():
                 permanent = True
+            # The quota is named here too (RATE_LIMIT_EXCEEDED with metadata quota_limit, e.g.
+            # "...RequestsPerDayPerUserPerTier", and quota_limit_value, "0" where the tier has none):
+            # the same reading as a QuotaFailure's
+            meta = d.get("metadata")
+            if isinstance(meta, dict) and (
+                "PerDay" in str(meta.get("quota_limit", "")) or str(meta.get("quota_limit_value", "")) == "0"
+            ):
+                permanent = True
+    message = err.get("message")
+    if isinstance(message, str) and _NO_CREDITS in message[:2000].lower():
+        # 429 RESOURCE_EXHAUSTED with no details: "Your prepayment credits are depleted. Please go to AI
+        # Studio ... to manage your project and billing." No wait refills them (D26: a spend failure).
+        permanent = True
     return delay, code, permanent
+
+
+_NO_CREDITS = "prepayment credits are depleted"
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:

@@ -54,6 +54,7 @@ from .base import (
     retry_after_seconds,
     says_content_filtered,
     says_context_window_exceeded,
+    says_request_over_rate_limit,
     synthetic_response_id,
 )
 from .schema import openai_strict
@@ -228,7 +229,8 @@ def _error_turn(
 ) -> ModelTurn:
     """D26/D32: HTTP errors carry the status as raw_stop_reason; bodies and events without one the code."""
     etype, code = _error_fields(err)
-    quota = code in QUOTA_CODES or etype in QUOTA_CODES
+    message = err.get("message") if isinstance(err, dict) else None
+    quota = code in QUOTA_CODES or etype in QUOTA_CODES or says_request_over_rate_limit(message)
     http_code = int(code) if code is not None and code.isascii() and code.isdigit() else None
     if status is not None:
         retryable = http_retryable(status, "http") and not quota
@@ -249,7 +251,6 @@ def _error_turn(
     )
     reason = "quota_exceeded" if quota else "rate_limited" if limited else "api_error"
     finish = Finish.API_FAILURE
-    message = err.get("message") if isinstance(err, dict) else None
     if code in CONTEXT_WINDOW_CODES or (not quota and says_context_window_exceeded(status, message)):
         # D1 lists "context window exceeded" under TRUNCATED: the input no longer fits, which no retry
         # fixes and which is no server fault (pydantic/pydantic-ai tests/cassettes/test_context_window_exceeded/

@@ -62,6 +62,7 @@ from .base import (
     retry_after_seconds,
     says_content_filtered,
     says_context_window_exceeded,
+    says_request_over_rate_limit,
     synthetic_response_id,
 )
 from .schema import openai_strict
@@ -126,7 +127,7 @@ def status_less_failure(etype: str | None, code: str | None, message: Any) -> tu
     error in an HTTP error body does (``_error_body_turn``), the same failure streamed or not: a
     context-window error is TRUNCATED (D1; OpenAI streams it as an ``error`` event with code
     context_length_exceeded and then ``response.failed``), a quota code is fatal (D26)."""
-    quota = code in QUOTA_CODES or etype in QUOTA_CODES
+    quota = code in QUOTA_CODES or etype in QUOTA_CODES or says_request_over_rate_limit(message)
     if code in CONTEXT_WINDOW_CODES or (not quota and says_context_window_exceeded(None, message)):
         return Finish.TRUNCATED, "context_window_exceeded", False
     if quota:
@@ -338,7 +339,7 @@ def _error_body_turn(
     model: str | None = None,
 ) -> ModelTurn:
     etype, code = _error_fields(err)
-    quota = code in QUOTA_CODES or etype in QUOTA_CODES
+    quota = code in QUOTA_CODES or etype in QUOTA_CODES or says_request_over_rate_limit(err.get("message"))
     if status is not None:
         retryable = http_retryable(status, "http") and not quota
         raw = str(status)
