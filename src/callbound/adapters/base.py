@@ -338,21 +338,31 @@ QUOTA_CODES = frozenset(
 # 1048576.", google-gemini/gemini-cli issue 19727); Mistral's
 # "Prompt contains 150004 tokens ..., too large for model with 131072 maximum context length", and vLLM's
 # and older OpenAI's "This model's maximum context length is 4096 tokens" (pydantic/pydantic-ai
-# tests/cassettes/test_context_window_exceeded/: real HTTP 400 answers of each provider).
+# tests/cassettes/test_context_window_exceeded/: real HTTP 400 answers of each provider). Compatible servers
+# word it their own way, as quoted in public issue threads: xAI "This model's maximum prompt length is 500000
+# but the request contains 637815 tokens.", older vLLM "The decoder prompt (length 12324) is longer than the
+# maximum model length of 8192", llama.cpp "request (8708 tokens) exceeds the available context size (8192
+# tokens)", TGI and Together "`inputs` tokens + `max_new_tokens` must be <= 8193".
 _CONTEXT_WINDOW_MESSAGE = re.compile(
     r"prompt is too long"
     r"|exceeds? (?:the )?context limit"
     r"|input token count \(?\d*\)? ?exceeds the maximum number of tokens"
     r"|input token count is \d+ but model only supports up to"
+    r"|maximum prompt length is \d+"
+    r"|is longer than the maximum model length"
+    r"|exceeds the available context size"
+    r"|tokens \+ `?max_new_tokens`? must be <="
     r"|maximum context length",
     re.IGNORECASE,
 )
 
 
 def says_context_window_exceeded(status: int | None, message: Any) -> bool:
-    """An error whose message says the input does not fit the model's context window: an HTTP 400 or
-    413 (or an error event without a status). Read only where no error code says it already."""
-    if status not in (None, 400, 413) or not isinstance(message, str):
+    """An error whose message says the input does not fit the model's context window: an HTTP 400, 413
+    or 422 (a validation error: Hugging Face TGI and Together answer 422 "`inputs` tokens +
+    `max_new_tokens` must be <= 8193"), or an error event without a status. Read only where no error code
+    says it already."""
+    if status not in (None, 400, 413, 422) or not isinstance(message, str):
         return False
     return _CONTEXT_WINDOW_MESSAGE.search(message[:2000]) is not None
 
@@ -524,12 +534,24 @@ def error_object(raw: bytes | str | dict[str, Any] | None) -> dict[str, Any] | N
         data = _first_stream_event(raw)
     if isinstance(data, list) and data:
         data = data[0]
-    err = data.get("error") if isinstance(data, dict) else None
-    if not isinstance(err, dict) and isinstance(data, dict) and data.get("object") == "error":
-        # Mistral and vLLM put the error's fields at the top: {"object": "error", "type", "code",
-        # "message"} (D32 keeps its type and code beside the status)
+    if not isinstance(data, dict):
+        return None
+    err = data.get("error")
+    if isinstance(err, dict):
+        return err
+    if isinstance(err, str):
+        # The message itself under "error", type and code beside it: xAI {"code": "invalid-argument",
+        # "error": "This model's maximum prompt length is ..."}, Hugging Face TGI {"error": "...",
+        # "error_type": "validation"} (D32 keeps the code and type beside the status)
+        kind = data.get("error_type", data.get("type"))
+        return {"message": err, "type": kind, "code": data.get("code")}
+    if data.get("object") == "error" or (
+        isinstance(data.get("message"), str) and ("type" in data or "code" in data) and "choices" not in data
+    ):
+        # The error's fields at the top: Mistral and vLLM {"object": "error", "type", "code", "message"},
+        # Cerebras {"message", "type", "param", "code"} with no "object"
         return data
-    return err if isinstance(err, dict) else None
+    return None
 
 
 def map_failure(

@@ -69,6 +69,12 @@ REVISION = "openai-chat/1"
 RETRYABLE_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded", "timeout"})
 # Error codes saying the input exceeds the model's context window (D1: TRUNCATED, not an API failure).
 CONTEXT_WINDOW_CODES = frozenset({"context_length_exceeded"})
+# llama.cpp's server names the error by its type, under HTTP 400 or, in some versions, 500 (ggml-org/llama.cpp
+# PR 15780): no retry makes the input fit, whatever the status says.
+CONTEXT_WINDOW_TYPES = frozenset({"exceed_context_size_error"})
+# DeepSeek stops a response "interrupted due to insufficient resource of the inference system": a server
+# fault, retried as a 5xx is (D26), not an unknown stop reason.
+SERVER_FAULT_FINISHES = frozenset({"insufficient_system_resource"})
 # settings["tool_choice"] strings the API takes (openai-python ToolChoiceOptions: "none", "auto", "required").
 TOOL_CHOICES = {"auto": "auto", "none": "none", "required": "required"}
 
@@ -203,6 +209,8 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str) -> ModelTurn:
         return turn(Finish.TOOL_PROPOSALS, None)
     if raw_reason == "stop":
         return turn(Finish.FINAL_TEXT, None)
+    if raw_reason in SERVER_FAULT_FINISHES:
+        return turn(Finish.API_FAILURE, "api_error", Failure("status", True))
     if raw_reason in ("tool_calls", "function_call"):
         # The model said "run tools" but sent nothing runnable: never read that as a final answer.
         return turn(Finish.API_FAILURE, "missing_tool_calls", Failure("status", False))
@@ -251,7 +259,11 @@ def _error_turn(
     )
     reason = "quota_exceeded" if quota else "rate_limited" if limited else "api_error"
     finish = Finish.API_FAILURE
-    if code in CONTEXT_WINDOW_CODES or (not quota and says_context_window_exceeded(status, message)):
+    if (
+        code in CONTEXT_WINDOW_CODES
+        or etype in CONTEXT_WINDOW_TYPES
+        or (not quota and says_context_window_exceeded(status, message))
+    ):
         # D1 lists "context window exceeded" under TRUNCATED: the input no longer fits, which no retry
         # fixes and which is no server fault (pydantic/pydantic-ai tests/cassettes/test_context_window_exceeded/
         # test_context_window_exceeded[openai_chat].yaml: HTTP 400, code context_length_exceeded), as

@@ -74,7 +74,10 @@ API = "openai-responses"
 PROVIDER = "openai"
 REVISION = "openai-responses/1"
 
-RETRYABLE_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded", "timeout"})
+# slow_down: OpenAI's "too many requests right now" for a busy model, which Codex retries as the overload it is
+RETRYABLE_ERROR_CODES = frozenset(
+    {"server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down", "timeout"}
+)
 # Error codes saying the input exceeds the model's context window (D1: TRUNCATED, not an API failure).
 CONTEXT_WINDOW_CODES = frozenset({"context_length_exceeded"})
 # settings["tool_choice"] strings the API takes (openai-python ToolChoiceOptions: "none", "auto", "required").
@@ -118,7 +121,16 @@ def _error_fields(err: Any) -> tuple[str | None, str | None]:
 def _retryable_code(etype: str | None, code: str | None) -> bool:
     if code in QUOTA_CODES or etype in QUOTA_CODES:
         return False
+    # A code that is itself an HTTP status ("500", "429"; a proxy's response.failed, Azure's error code)
+    # reads as that status does (D26), as on Chat
+    status = _status_code(code)
+    if status is not None:
+        return http_retryable(status, "http")
     return code in RETRYABLE_ERROR_CODES or etype in RETRYABLE_ERROR_CODES
+
+
+def _status_code(code: str | None) -> int | None:
+    return int(code) if code is not None and len(code) == 3 and code.isascii() and code.isdigit() else None
 
 
 def status_less_failure(etype: str | None, code: str | None, message: Any) -> tuple[Finish, str, bool]:
@@ -134,7 +146,7 @@ def status_less_failure(etype: str | None, code: str | None, message: Any) -> tu
         return Finish.API_FAILURE, "quota_exceeded", False
     if code == "content_filter":  # a policy stop, as the same code in an HTTP 400 body reads (D1)
         return Finish.REFUSAL, "content_filter", False
-    limited = "rate_limit_exceeded" in (code, etype)  # as an HTTP 429 reads
+    limited = "rate_limit_exceeded" in (code, etype) or _status_code(code) == 429  # as an HTTP 429 reads
     return Finish.API_FAILURE, "rate_limited" if limited else "api_error", _retryable_code(etype, code)
 
 
