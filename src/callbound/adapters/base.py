@@ -308,6 +308,27 @@ def retry_after_seconds(headers: dict[str, str]) -> float | None:
         return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+# "Please try again in 11.054s." / "in 6ms" / "in 1m30s" / "in 20m0.5s": the wait an OpenAI rate-limit
+# message states (the Responses stream fixture in openai/codex codex-api/src/sse/responses.rs; Codex
+# reads it too), the only one a stream's failure event carries, having no headers.
+_TRY_AGAIN = re.compile(
+    r"try again in (?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?\b", re.IGNORECASE
+)
+
+
+def retry_after_in(headers: dict[str, str], message: Any) -> float | None:
+    """Retry-After from the headers (``retry_after_seconds``), else the wait the error's message states:
+    both are the provider saying when to come back (D26 honours it; the deadline still bounds it, D14)."""
+    delay = retry_after_seconds(headers)
+    if delay is not None or not isinstance(message, str):
+        return delay
+    found = _TRY_AGAIN.search(message[:2000])
+    if found is None or not any(found.groups()):
+        return None
+    hours, minutes, seconds, millis = (float(g) if g else 0.0 for g in found.groups())
+    return hours * 3600 + minutes * 60 + seconds + millis / 1000
+
+
 def http_retryable(status: int | None, kind: str) -> bool:
     """D26: 408, 409, 429, 5xx, 529, connection errors, timeouts and cut streams are retryable."""
     if kind in ("connection", "timeout", "stream_cut"):

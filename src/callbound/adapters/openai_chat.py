@@ -51,7 +51,7 @@ from .base import (
     map_failure,
     rendered_tool_choice,
     result_text,
-    retry_after_seconds,
+    retry_after_in,
     says_content_filtered,
     says_context_window_exceeded,
     says_request_over_rate_limit,
@@ -273,7 +273,7 @@ def _error_turn(
         finish, reason, retryable = Finish.REFUSAL, "content_filter", False
     return failure_turn(
         API, _provenance(model), raw_sha256, response_id=response_id, raw_stop_reason=raw, reason=reason,
-        failure=Failure(kind, retryable, status, etype, code, retry_after_seconds(headers)), finish=finish,
+        failure=Failure(kind, retryable, status, etype, code, retry_after_in(headers, message)), finish=finish,
     )  # fmt: skip
 
 

@@ -59,7 +59,7 @@ from .base import (
     map_failure,
     rendered_tool_choice,
     result_text,
-    retry_after_seconds,
+    retry_after_in,
     says_content_filtered,
     says_context_window_exceeded,
     says_request_over_rate_limit,
@@ -335,7 +335,10 @@ def turn_from_response(
         message = error.get("message") if isinstance(error, dict) else None
         finish, reason, retryable = status_less_failure(etype, code, message)
         return turn(
-            finish, code or etype or "failed", reason, Failure("status", retryable, None, etype, code)
+            finish,
+            code or etype or "failed",
+            reason,
+            Failure("status", retryable, None, etype, code, retry_after_in({}, message)),
         )
     if status == "cancelled":
         return turn(Finish.API_FAILURE, "cancelled", "cancelled", Failure("status", False))
@@ -384,7 +387,7 @@ def _error_body_turn(
             status,
             etype,
             code,
-            retry_after_seconds(headers),
+            retry_after_in(headers, err.get("message")),
         ),
     )
 

@@ -27,6 +27,7 @@ from .base import (
     failure_turn,
     join_fragments,
     over_byte_cap,
+    retry_after_in,
     stream_cut_turn,
     too_large_turn,
     utf8_len,
@@ -496,7 +497,8 @@ class _Assembler:
     def _error_turn(self, prov: Provenance, raw_sha256: str, response_id: str | None) -> ModelTurn:
         assert self._error is not None
         etype, code = _event_error_fields(self._error)
-        finish, reason, retryable = status_less_failure(etype, code, self._error_message())
+        message = self._error_message()
+        finish, reason, retryable = status_less_failure(etype, code, message)
         return failure_turn(
             API,
             prov,
@@ -504,7 +506,7 @@ class _Assembler:
             response_id=response_id,
             raw_stop_reason=code or etype or "error",
             reason=reason,
-            failure=Failure("error_event", retryable, None, etype, code),
+            failure=Failure("error_event", retryable, None, etype, code, retry_after_in({}, message)),
             finish=finish,
         )
 
