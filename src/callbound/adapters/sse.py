@@ -103,6 +103,7 @@ class SSEReader:
         "_parts",
         "_pending_cr",
         "_started",
+        "_stray",
     )
 
     def __init__(self, max_event: int | None = None) -> None:
@@ -117,6 +118,9 @@ class SSEReader:
         self._mode: str | None = None  # "sse" | "jsonl", decided on the first non-blank line
         self._pending_cr = False
         self._started = False
+        # Lines of an SSE stream that are no SSE field: kept (bounded) only to find a raw JSON error
+        # object written into the stream (see close_frames).
+        self._stray: list[str] = []
 
     def feed(self, chunk: bytes | str) -> list[SSEEvent]:
         return [SSEEvent(name, data) for name, data in self.feed_frames(chunk)]
@@ -292,6 +296,9 @@ class SSEReader:
         rest = "".join(self._parts) + tail
         self._parts = []
         out: list[RawEvent] = []
+        if self._mode == "sse" and rest and not rest.startswith(("data:", *_NON_DATA_FIELDS)):
+            # the last line of a raw error object, with no line end after it (_raw_error)
+            self._stray.append(rest)
         if rest or cut_character:
             if not cut_character and self._line_is_complete(rest):
                 self._line(rest, out)
@@ -304,6 +311,10 @@ class SSEReader:
                 out.append((self._event, data))
         self._data = []
         self._event = None
+        error = _raw_error(self._stray)
+        if error is not None:
+            out.append((None, error))
+        self._stray = []
         return cast(list[Frame], out)  # _line only makes frames
 
     def _line_is_complete(self, line: str) -> bool:
@@ -340,7 +351,35 @@ class SSEReader:
             self._data.append(value)
         elif field == "event":
             self._event = value
-        # id:, retry: and unknown fields carry nothing an adapter needs
+        elif field not in ("id", "retry") and len(self._stray) < _STRAY_LINES:
+            self._stray.append(line)
+        # id:, retry: and unknown fields carry nothing an adapter needs, but a raw error object may
+        # hide among the unknown ones (close_frames)
+
+
+# A stream may end with a JSON error object written as is, without ``data:``, often over several lines:
+# Gemini does so when a request fails after its stream has begun (googleapis/python-genai
+# _api_client.py collects such lines "when API returns an error message, it comes line by line";
+# googleapis/js-genai issue 461). Its lines are no SSE field; read whole at the end of the stream, an
+# object with an ``error`` member (or a one-element array of one) is handed on as one more event, so
+# the failure keeps its status and code (D32) and a fatal one is not retried as a cut stream (D26).
+_STRAY_LINES = 256
+
+
+def _raw_error(lines: list[str]) -> str | None:
+    if not lines:
+        return None
+    text = "\n".join(lines).strip()
+    if not text.startswith(("{", "[")):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    first = value[0] if isinstance(value, list) and len(value) == 1 else value
+    if isinstance(first, dict) and isinstance(first.get("error"), dict):
+        return json.dumps(first)
+    return None
 
 
 def _complete_json(data: str) -> bool:
