@@ -21,6 +21,8 @@ from ..core.errors import (
 from ..core.guards import (
     Stop,
     check_tool_calls,
+    identical_allowed,
+    identical_key,
 )
 from ..core.idempotency import LedgerStatus
 from ..core.states import State
@@ -34,6 +36,7 @@ from .outcome import ApproverNotAllowed
 from .results import call_arguments_json
 
 if TYPE_CHECKING:
+    from ..core.registry import ToolSpec
     from .runner import Runner
 
 
@@ -72,7 +75,11 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
             seal(runner, op, turn, rec, item.spec, error_result(item.code, item.message))
             continue
         rec.idempotency_key = item.idempotency_key
-        if isinstance(item, NeedsApproval) and not _already_done(runner, op, item.idempotency_key):
+        if (
+            isinstance(item, NeedsApproval)
+            and not _already_done(runner, op, item.idempotency_key)
+            and not _repeat_refused_anyway(op, item.spec, rec)
+        ):
             approval = PendingApproval(
                 approval_id=runner.ids.new_id("apr"),
                 operation_id=op.operation_id,
@@ -127,6 +134,15 @@ def _already_done(runner: Runner, op: Operation, key: str | None) -> bool:
         return False
     entry = ledger_entry(runner, op, key)
     return entry is not None and entry.status is LedgerStatus.SUCCEEDED
+
+
+def _repeat_refused_anyway(op: Operation, spec: ToolSpec, rec: CallRecord) -> bool:
+    """D13 (2) before D17: a call the repeat guard will refuse with NO_PROGRESS whatever the decision
+    (its tool and arguments already ran ``max_identical_calls`` times) asks no human: the call stays
+    PLANNED and executing refuses it, so a model that repeats it after that NO_PROGRESS is stopped (D13
+    (3)) instead of being told DENIED or making someone approve a call that cannot run."""
+    key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
+    return not identical_allowed(op.budgets, op.spent, key)
 
 
 def after_plan(runner: Runner, op: Operation) -> None:
