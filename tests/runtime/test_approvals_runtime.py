@@ -341,8 +341,11 @@ async def test_approval_of_another_operation_is_unknown_here() -> None:
     out_b = await h.run("Refund A1 again", operation_id="op_b")
     assert out_b.state == cb.State.WAITING_APPROVAL
     (pa,) = out_a.pending_approvals
-    with pytest.raises(cb.UnknownApproval):
+    # the message says whose it is (same tenant), so the caller can resume the right operation
+    with pytest.raises(cb.UnknownApproval, match=f"belongs to operation '{out_a.operation_id}', not 'op_b'"):
         await h.runner.resume("op_b", [cb.Decision.approve(pa.approval_id, approver="alice")])
+    with pytest.raises(cb.UnknownApproval, match=r"no approval .* for tenant 'other-tenant'"):
+        h.runner.decide(cb.Decision.approve(pa.approval_id, approver="alice"), tenant="other-tenant")
 
 
 # ---- mixed turns (D3) -----------------------------------------------------------------------------

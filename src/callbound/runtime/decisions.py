@@ -20,12 +20,14 @@ def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None
     """Record one decision (single use, D17) without resuming. Works from any process; ``op`` is the
     operation being resumed, when a resume records it."""
     approval = runner.store.get_approval(decision.approval_id)
-    if (
-        approval is None
-        or approval.tenant != tenant
-        or (op is not None and approval.operation_id != op.operation_id)
-    ):
+    if approval is None or approval.tenant != tenant:
         raise UnknownApproval(f"no approval {decision.approval_id!r} for tenant {tenant!r}")
+    if op is not None and approval.operation_id != op.operation_id:
+        # Same tenant, so naming the operation it belongs to tells the caller nothing they may not see.
+        raise UnknownApproval(
+            f"approval {decision.approval_id!r} belongs to operation {approval.operation_id!r}, not "
+            f"{op.operation_id!r}: resume that operation with it"
+        )
     if approval.status == "withdrawn":
         raise UsageError(
             f"approval {approval.approval_id} was withdrawn ({approval.reason}); it can no longer take effect"
