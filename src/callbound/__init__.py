@@ -37,7 +37,16 @@ from .core.errors import (
 from .core.guards import Budgets
 from .core.registry import CallContext, Registry, ToolSpec
 from .core.states import State
-from .core.types import Finish, ModelTurn, ResultEnvelope, ToolCall, Usage
+from .core.types import (
+    ArgumentsProgress,
+    CallReady,
+    CallStarted,
+    Finish,
+    ModelTurn,
+    ResultEnvelope,
+    ToolCall,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from .runtime.outcome import ApproverNotAllowed, Outcome, Policy, Price
@@ -73,9 +82,12 @@ __all__ = [
     "ApprovalAlreadyDecided",
     "ApprovalChanged",
     "ApproverNotAllowed",
+    "ArgumentsProgress",
     "BindingMismatch",
     "Budgets",
     "CallContext",
+    "CallReady",
+    "CallStarted",
     "CallboundError",
     "CanonicalizationError",
     "CorrelationError",

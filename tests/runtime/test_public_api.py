@@ -33,6 +33,10 @@ REQUIRED = {
     "Usage",
     "Finish",
     "ToolError",
+    # progress events for user interfaces (issue 3 §4)
+    "CallStarted",
+    "ArgumentsProgress",
+    "CallReady",
     # the error tree
     "CallboundError",
     "UsageError",
