@@ -47,6 +47,16 @@ async def test_429_with_retry_after_then_success() -> None:
     assert len(retry_transitions(out)) == 1
 
 
+async def test_a_retried_failure_keeps_the_providers_type_and_code() -> None:
+    """D32: beside the status on the RETRY transition too, not only on a failure that ends the run."""
+    body = error_body("tokens", "rate_limit_exceeded")
+    h = make([ApiError(429, body), final("resp_1", "hi")], [get_order_tool()])
+    out = await h.run()
+    (retry,) = retry_transitions(out)
+    assert (retry.details["raw_stop_reason"], retry.details["status"]) == ("429", 429)
+    assert (retry.details["error_type"], retry.details["error_code"]) == ("tokens", "rate_limit_exceeded")
+
+
 async def test_retries_do_not_count_as_turns_in_a_tool_loop() -> None:
     counter = Counter()
     script = [

@@ -71,7 +71,13 @@ def after_retryable(runner: Runner, op: Operation, turn: ModelTurn, reason: str 
     or the backoff (a long Retry-After) would end past it, STOPPED(DEADLINE) at once: the deadline ends
     the operation, not the provider (D14), and nothing sleeps past it."""
     now = runner.clock.now()
-    ids = {"response_id": turn.response_id, "raw_stop_reason": turn.raw_stop_reason}
+    ids: dict[str, Any] = {"response_id": turn.response_id, "raw_stop_reason": turn.raw_stop_reason}
+    if turn.failure is not None:
+        # D32: the provider's own error type and code beside the status, on a retried failure as on the
+        # one that ends the operation (runner._finish_failure)
+        ids.update(
+            error_type=turn.failure.error_type, error_code=turn.failure.error_code, status=turn.failure.status
+        )
     late = check_time(op.budgets, op.spent, now)
     if not isinstance(late, Stop) and op.retries >= op.budgets.max_retries:
         target = State.INCOMPLETE if turn.reason == "stream_interrupted" else State.FAILED
