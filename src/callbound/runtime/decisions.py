@@ -9,6 +9,7 @@ from ..core.approvals import Decision, PendingApproval, record_decision, same_id
 from ..core.dispatch import hook_verdict
 from ..core.errors import UnknownApproval, UsageError
 from ..core.states import TERMINAL
+from .integrity import approval_problems, read_chain
 from .operation import WAITING, Operation
 from .outcome import ApproverNotAllowed, Policy
 
@@ -43,6 +44,8 @@ def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None
                 "can no longer take effect"
             )
     check_approver(runner.policy, decision.approver, approval)
+    if approval.status == "pending":
+        _check_shown(runner, approval)
     now = runner.clock.now()
     decided, changed = record_decision(approval, decision, now)
     if changed and not runner.store.decide_approval(decided):
@@ -50,6 +53,21 @@ def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None
         assert current is not None
         decided, _ = record_decision(current, decision, now)  # same verdict → original; else raises
     return decided
+
+
+def _check_shown(runner: Runner, approval: PendingApproval) -> None:
+    """Refuse to record a decision on an approval row that differs from its audited request (D17, D20):
+    the approver decides on what the row shows, and an edited row (another amount shown than the one
+    that would run) must not collect an approval. The resume would refuse it too (FAILED(INTEGRITY)),
+    but only after a human approved what they were not going to get."""
+    chain = read_chain(runner.store.audit_events(approval.operation_id))
+    # as a resume holds it (before_run): an expiry moved earlier only withholds the call, as time passing does
+    found = approval_problems(chain, [approval], before_run=True)
+    if found:
+        raise UsageError(
+            f"approval {approval.approval_id} differs from its audited request ({found[0].why}); it cannot be "
+            f"decided: run `callbound audit verify {approval.operation_id}`"
+        )
 
 
 def check_approver(policy: Policy, approver: str, approval: PendingApproval) -> None:

@@ -30,7 +30,7 @@ from ..core.types import ModelTurn, error_result
 from .crash import crash_point, ledger_disabled
 from .decisions import check_approver, reload_into
 from .execute import ledger_entry, seal
-from .integrity import plan_digest
+from .integrity import plan_digest, shown_digest
 from .operation import PLANNED, WAITING, CallRecord, CurrentTurn, Operation
 from .outcome import ApproverNotAllowed
 from .results import call_arguments_json
@@ -107,6 +107,9 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
                     "call_id": rec.call_id,
                     "tool": approval.tool,
                     "argument_digest": approval.argument_digest,
+                    # what the approver is shown (redacted): held to the chain like the digest, so an
+                    # edited display cannot get a different amount approved (D17, D20)
+                    "shown_sha256": shown_digest(approval.arguments),
                     "expires_at": approval.expires_at.isoformat(),
                 },
                 runner.audit_key,

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from ..core.binding import CorrelationTable, verify_results_hashed
-from ..core.canonical import canonical_json
+from ..core.canonical import canonical_json, canonical_sha256
 from ..core.errors import (
     BindingMismatch,
     CanonicalizationError,
@@ -141,9 +141,23 @@ def ledger_key(runner: Runner, op: Operation, rec: CallRecord, tool: str) -> str
     return entry.key
 
 
+def payload_digest(value: Any) -> str | None:
+    """SHA-256 of a result's audit input or output (canonical JSON), which the chain records so that
+    the payload can be purged (set to null) but not changed (D20); None for null or a value with no
+    canonical form."""
+    if value is None:
+        return None
+    try:
+        return canonical_sha256(value)
+    except CanonicalizationError:
+        return None
+
+
 def _audit_result(e: ResultEnvelope) -> dict[str, Any]:
     p = e.protected_audit
     return {
+        "input_sha256": payload_digest(p.get("input")),
+        "output_sha256": payload_digest(p.get("output")),
         "response_id": e.response_id,
         "call_id": e.call_id,
         "ok": e.ok,

@@ -23,6 +23,7 @@ from ..stores.base import Store
 from .integrity import AuditedTurn, approval_problems, chain_fault, read_chain
 from .integrity import problems as digest_problems
 from .operation import Operation
+from .results import payload_digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,19 @@ class Problem:
     # cannot read (D19); `audit verify` exits 2 for it unless something else is tampered (D28).
     unreadable: bool = False
 
+
+# What a result's audit record (protected_audit) copies from its trusted context (core.binding.make_envelope).
+_COPIED = (
+    "provider",
+    "api",
+    "adapter_revision",
+    "response_id",
+    "call_id",
+    "operation_id",
+    "tenant",
+    "subject",
+    "tool",
+)
 
 # Effects of a result after which its intent is done for good: the ledger entry must be SUCCEEDED.
 _DONE = frozenset({"applied", "reconciled", "replayed"})
@@ -115,6 +129,8 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
             audit = recorded.get((rid, cid))
             if audit is None or audit.get("call_binding_sha256") != found.binding:
                 found.whys.append((where, "audit chain does not record this binding"))
+            else:
+                found.whys.extend(_payload_problems(env["protected_audit"], audit))
             problems.extend(Problem(operation_id, w or where, why) for w, why in found.whys)
             stored_results.add((rid, cid))
         problems.extend(_unsaved(operation_id, recorded, stored_results))
@@ -210,6 +226,10 @@ def _envelope_problems(
         producer=p.get("producer", "callbound"),
     )
     want = compute_binding(trusted, env["model_result"])
+    for name in _COPIED:
+        # The audit projection repeats the trusted context it was bound under: an auditor reads it there
+        if p.get(name) != getattr(trusted, name):
+            whys.append((None, f"its audit record's {name} differs from the trusted context"))
     if canonical_sha256(env["model_result"]) != p.get("result_sha256"):
         whys.append((None, "stored result does not match its result_sha256"))
     elif request_sha256(trusted.arguments_json) != p.get("request_sha256"):
@@ -217,6 +237,18 @@ def _envelope_problems(
     elif want != p.get("call_binding_sha256"):
         whys.append((None, "binding does not match its trusted context"))
     return _Found(want, whys)
+
+
+def _payload_problems(p: dict[str, Any], audit: dict[str, Any]) -> list[tuple[str | None, str]]:
+    """The result's stored input and output against the digests the chain recorded of them (D20). A
+    payload set to null was purged, which D20 allows; any other change is named. Chains written before
+    these digests were recorded have none to hold them to."""
+    out: list[tuple[str | None, str]] = []
+    for name in ("input", "output"):
+        said = audit.get(f"{name}_sha256")
+        if said is not None and p.get(name) is not None and payload_digest(p.get(name)) != said:
+            out.append((None, f"its audit record's {name} differs from the digest the chain recorded"))
+    return out
 
 
 def _turn_problems(operation_id: str, turns: list[ModelTurn], audited: list[AuditedTurn]) -> list[Problem]:
