@@ -195,6 +195,22 @@ async def test_d27_a_turn_without_usage_has_no_cost() -> None:
     assert out.usage.cost is None and out.usage.input_tokens is None
 
 
+@pytest.mark.parametrize(("counts", "known"), [({"input_tokens": 1_000_000}, (1_000_000, None)),
+                                               ({"output_tokens": 1_000_000}, (None, 1_000_000))])  # fmt: skip
+async def test_d27_half_the_usage_is_no_cost(
+    counts: dict[str, int], known: tuple[int | None, int | None]
+) -> None:
+    """A price applied to one count alone reported a part as the whole (Decimal 2 for a turn whose
+    output was never told): the cost is unknown as the missing count is, and a later priced turn's
+    cost is the only one summed."""
+    body = final("resp_1")
+    body["usage"] = counts
+    h = make([body], [get_order_tool()], prices={"gpt-test": cb.Price(Decimal(2), Decimal(8))})
+    out = await h.run()
+    assert (out.usage.input_tokens, out.usage.output_tokens, out.usage.cost) == (*known, None)
+    assert out.spent["cost"] in (0, "0", None)
+
+
 # ---- D4: observers and misuse ----------------------------------------------------------------------
 
 

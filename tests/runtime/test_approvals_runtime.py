@@ -564,3 +564,21 @@ async def test_conditional_approval_rule() -> None:
     out = await h.run()
     assert out.state == cb.State.WAITING_APPROVAL
     assert refunds.n == 1 and out.pending_approvals[0].call_id == "call_2"
+
+
+# ---- not_after bounds an approval's expiry (D14) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("ttl_hours", [24, 0.5])
+async def test_an_approval_never_expires_after_not_after(ttl_hours: float) -> None:
+    """not_after ends the operation regardless (D14): an approval listed as pending for a day after
+    it, and approvable with no warning, could never take effect. Its expiry is the earlier of the two."""
+    clock = FakeClock()
+    not_after = clock.now() + timedelta(hours=1)
+    _, out = await paused(
+        clock=clock,
+        budgets=cb.Budgets(not_after=not_after),
+        policy=cb.Policy(approval_ttl=timedelta(hours=ttl_hours)),
+    )
+    (p,) = out.pending_approvals
+    assert p.expires_at == min(not_after, p.created_at + timedelta(hours=ttl_hours))

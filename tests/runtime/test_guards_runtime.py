@@ -218,7 +218,7 @@ async def test_d14_not_after_ends_an_operation_whose_approval_is_still_pending()
     h.runner.budgets = cb.Budgets(not_after=h.clock.now() + timedelta(hours=1))
     out = await h.run()
     assert out.state == cb.State.WAITING_APPROVAL
-    h.clock.advance(2 * 3600)  # past not_after, well before the approval expires
+    h.clock.advance(2 * 3600)  # past not_after, which the approval's expiry is bounded by
     h2 = rebuild(h, [refund_tool(refunds)])
     out = await h2.runner.resume(out.operation_id)
     assert_stopped(out, "DEADLINE")

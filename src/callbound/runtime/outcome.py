@@ -92,12 +92,9 @@ def _amount(name: str, value: Any) -> Decimal:
 
 def priced(usage: Usage, price: Price | None) -> Usage:
     """The usage with its cost from ``price`` where the provider gave none. Missing usage stays null,
-    never a cost of 0 (D27)."""
-    if (
-        price is None
-        or usage.cost is not None
-        or (usage.input_tokens is None and usage.output_tokens is None)
-    ):
+    never a cost of 0 (D27): where either count is missing, so is the cost, since pricing the half
+    that came would report a part as the whole (as ``guards.check_usage_known`` says for budgets)."""
+    if price is None or usage.cost is not None or usage.input_tokens is None or usage.output_tokens is None:
         return usage
     cost = Decimal(0)
     if usage.input_tokens:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..core.approvals import PendingApproval, expire, revalidate
@@ -94,7 +95,7 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
                 schema_version=item.spec.schema_version,
                 tool_digest=item.spec.definition_digest(),
                 created_at=now,
-                expires_at=now + runner.policy.approval_ttl,
+                expires_at=_expiry(runner, op, now),
             )
             rec.approval_id = approval.approval_id
             rec.status = WAITING
@@ -137,6 +138,15 @@ def _already_done(runner: Runner, op: Operation, key: str | None) -> bool:
         return False
     entry = ledger_entry(runner, op, key)
     return entry is not None and entry.status is LedgerStatus.SUCCEEDED
+
+
+def _expiry(runner: Runner, op: Operation, now: datetime) -> datetime:
+    """``approval_ttl`` after now, but never past the operation's ``not_after``, which ends the operation
+    regardless (D14): an approval must not look decidable, listed as pending for hours, when no decision
+    can take effect any more. A decision after it gets the late-decision warning, as for any expiry."""
+    expires = now + runner.policy.approval_ttl
+    not_after = op.budgets.not_after
+    return min(expires, not_after) if not_after is not None else expires
 
 
 def _repeat_refused_anyway(op: Operation, spec: ToolSpec, rec: CallRecord) -> bool:
