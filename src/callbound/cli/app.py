@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..core.errors import CallboundError, StoreError, UsageError
+from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
 from ..runtime.runner import Outcome
 from .ledger import ledger_app
 from .lifecycle import let_tool_handlers_finish, serve
@@ -241,6 +241,10 @@ def resume_cmd(
         if not as_json:
             runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
         outcome = runner.resume_sync(operation_id)
+    except StaleLease:  # cancelled or claimed while this resume drove it: report what the store holds
+        from .live import taken_over
+
+        outcome = taken_over(runner, operation_id)
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
     if as_json:

@@ -180,24 +180,33 @@ def _drive(runner: Any, prompt: str, tenant: str, subject: str, store: str, as_j
     """Run one operation and report it. When another process takes it over meanwhile (`ops cancel`
     moves its fencing token, a worker claims it), this drive's next write fails with StaleLease: the
     operation is not lost, so its state as the store now holds it is reported, not a lease error."""
-    from .app import _fail, err
+    from .app import _fail
 
     operation_id = runner.ids.new_id("op")
     try:
         outcome = runner.run_sync(input=prompt, tenant=tenant, subject=subject, operation_id=operation_id)
     except StaleLease:
-        try:
-            outcome = runner.outcome(operation_id)
-        except (UsageError, StoreError) as exc:
-            raise _fail(str(exc)) from exc
-        err.print(
-            f"note: operation {operation_id} was taken over by another process (a cancel, or a worker) "
-            f"while this one drove it; it is {outcome.state} now",
-            highlight=False,
-        )
+        outcome = taken_over(runner, operation_id)
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
     _report(outcome, store, as_json)
+
+
+def taken_over(runner: Any, operation_id: str) -> Any:
+    """The outcome of an operation another process took over while this one drove it (its write failed
+    with StaleLease), as the store holds it now, with a note on stderr (``run`` and ``resume``)."""
+    from .app import _fail, err
+
+    try:
+        outcome = runner.outcome(operation_id)
+    except (UsageError, StoreError) as exc:
+        raise _fail(str(exc)) from exc
+    err.print(
+        f"note: operation {operation_id} was taken over by another process (a cancel, or a worker) "
+        f"while this one drove it; it is {outcome.state} now",
+        highlight=False,
+    )
+    return outcome
 
 
 def _report(outcome: Any, store: str, as_json: bool) -> None:

@@ -48,12 +48,53 @@ def missing_database(url: str | None) -> str | None:
             return None
         return missing_schema(url)
     path = sqlite_path(url)
-    if path is None or path == ":memory:" or os.path.exists(path):
+    if path is None or path == ":memory:":
         return None
+    if os.path.exists(path):
+        return _foreign_sqlite(path)
     return (
         f"no SQLite database at {os.path.abspath(path)} (nothing was created): check the --store path; "
         "a database is created by the commands that start work there (callbound demo, run, worker) "
         "or by callbound.stores.open(url) in code"
+    )
+
+
+def _foreign_sqlite(path: str) -> str | None:
+    """Why an existing SQLite file is no callbound store to read, or None. A file without callbound's
+    ``meta`` table (another application's database, an empty file) would read as an empty store and
+    get callbound's tables, as a PostgreSQL database without them would (``postgres.no_schema``). Only
+    reads, read-only; a file that cannot be read as a database gives None: opening it says why."""
+    import sqlite3
+    from urllib.parse import quote
+
+    from .schema import META_KEY
+
+    try:
+        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True, timeout=10)
+    except sqlite3.Error:
+        return None
+    try:
+        has_meta = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        # another application's meta table is not callbound's: only callbound's key marks its schema
+        found = (
+            has_meta is not None and conn.execute("SELECT 1 FROM meta WHERE key = ?", (META_KEY,)).fetchone()
+        )
+    except sqlite3.OperationalError as exc:
+        if "no such column" not in str(exc):
+            return None  # unreadable (locked, not a database): opening it says why
+        found = None
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    if found:
+        return None
+    return (
+        f"no callbound tables in the SQLite database at {os.path.abspath(path)} (nothing was created): check "
+        "the --store path; a database is created by the commands that start work there (callbound demo, "
+        "run, worker) or by callbound.stores.open(url) in code"
     )
 
 
