@@ -76,10 +76,59 @@ async def test_a_call_whose_tool_now_takes_other_arguments_is_refused_not_raised
     out = await h2.runner.resume(op_id)
     assert out.state == cb.State.COMPLETED
     result = last_outputs(h2.model)["c1"]
-    assert error_code(result) == "INVALID_ARGUMENTS"
-    assert "refund-v2" in result["error"]["message"] and "not run" in result["error"]["message"]
+    # D17: the approval was given for schema refund-v1; under v2 it is stale before the arguments are
+    # even read (a v2 tool that kept the schema version would refuse them: the next test)
+    assert error_code(result) == "APPROVAL_STALE" and "not run" in result["error"]["message"]
     assert paid.n == 0 and v2.n == 0
     assert h.store.ledger_get("acme", "ik_c1") is None  # no STARTED left behind: nothing was claimed
+
+
+async def test_arguments_the_tool_no_longer_takes_are_refused_not_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same schema version with other params (a deploy that forgot to bump it): the definition digest
+    changed, so the approval is stale too; nothing raises and nothing runs."""
+    paid = Counter()
+    h, op_id = await _approved_then_died(monkeypatch, paid)
+    v2 = Counter()
+    h2 = rebuild(h, [refund_tool(v2, params=RefundArgsV2)])
+    out = await h2.runner.resume(op_id)
+    assert out.state == cb.State.COMPLETED
+    assert error_code(last_outputs(h2.model)["c1"]) in ("APPROVAL_STALE", "INVALID_ARGUMENTS")
+    assert paid.n == 0 and v2.n == 0
+
+
+@pytest.mark.parametrize("change", ["policy revision", "schema version", "approver rule"])
+async def test_an_approval_resolved_before_a_crash_is_held_to_the_new_deploy(
+    monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """D17 after the crash point after_approval_before_execution: the approval was resolved (APPROVED)
+    under the old deploy, the process died before the handler, and the new deploy's worker took over in
+    EXECUTING. The refund ran under a policy that forbids it; it is now refused as a resume from
+    WAITING_APPROVAL refuses it: APPROVAL_STALE, or DENIED for an approver the new rule rejects."""
+    paid = Counter()
+    h, op_id = await _approved_then_died(monkeypatch, paid)
+    tools = (
+        [refund_tool(paid, schema_version="refund-v9")] if change == "schema version" else [refund_tool(paid)]
+    )
+    policy = {
+        "policy revision": cb.Policy(revision="rev-2"),
+        "schema version": None,
+        "approver rule": cb.Policy(approver_allowed=lambda approver, approval: approver != "alice"),
+    }[change]
+    h2 = rebuild(h, tools, policy=policy)
+    out = await h2.runner.resume(op_id)
+    assert out.state == cb.State.COMPLETED
+    expected = "DENIED" if change == "approver rule" else "APPROVAL_STALE"
+    assert error_code(last_outputs(h2.model)["c1"]) == expected
+    assert paid.n == 0
+
+
+async def test_control_the_same_deploy_runs_the_approved_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    paid = Counter()
+    h, op_id = await _approved_then_died(monkeypatch, paid)
+    out = await rebuild(h, [refund_tool(paid)]).runner.resume(op_id)
+    assert out.state == cb.State.COMPLETED and paid.n == 1
 
 
 async def test_a_call_whose_tool_is_gone_is_refused_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:

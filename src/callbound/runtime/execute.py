@@ -254,6 +254,50 @@ def _repeat_refused(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRec
     return True
 
 
+def _approval_lapsed(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec) -> bool:
+    """D17 at the moment an approved call would run, not only when its approval was resolved: a process
+    that resolved it may have died before the handler ran (crash point after_approval_before_execution),
+    and the process that takes the operation over may run another deploy. Under that deploy's policy
+    revision, schema and approver rule the approval must still hold, as a resume from WAITING_APPROVAL
+    would check; else the call is refused (APPROVAL_STALE or DENIED) and does not run."""
+    if rec.approval_id is None:
+        return False
+    from ..core.approvals import revalidate
+    from ..core.canonical import sha256_hex
+    from ..core.dispatch import APPROVAL_STALE, DENIED
+    from .decisions import check_approver
+    from .outcome import ApproverNotAllowed
+
+    approval = runner.store.get_approval(rec.approval_id)
+    if approval is None:
+        code: str | None = APPROVAL_STALE
+    else:
+        code = revalidate(
+            approval,
+            runner.clock.now(),
+            argument_digest=sha256_hex(rec.arguments_json or "null"),
+            policy_revision=runner.policy.revision,
+            schema_version=spec.schema_version,
+            tool_digest=spec.definition_digest(),
+        )
+        if code is None:
+            try:
+                check_approver(runner.policy, approval.approver or "", approval)
+            except ApproverNotAllowed:
+                code = DENIED
+    if code is None:
+        return False
+    why = (
+        f"{approval.approver!r} may not approve this call; it was not run"
+        if code == DENIED and approval is not None and approval.status == "approved"
+        else "the tool or policy changed since approval was given; it was not run"
+        if code == APPROVAL_STALE
+        else "the approval for this call no longer holds; it was not run"
+    )
+    refuse(runner, op, turn, rec, spec, code, why)
+    return True
+
+
 def _count_run(op: Operation, rec: CallRecord, spec: ToolSpec) -> None:
     key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
     op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
@@ -265,7 +309,7 @@ async def _run_read(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRec
     if spec is None:  # run_turn files a call whose tool is gone with the reads
         _tool_gone(runner, op, turn, rec)
         return
-    if _repeat_refused(runner, op, turn, rec, spec):
+    if _approval_lapsed(runner, op, turn, rec, spec) or _repeat_refused(runner, op, turn, rec, spec):
         return
     args = _args_or_refuse(runner, op, turn, rec, spec)
     if args is None:
@@ -449,7 +493,7 @@ async def _run_write(
             rec.handler = rec.schema_version = rec.policy_revision = None  # re-bound when it runs
         else:
             return
-    if _repeat_refused(runner, op, turn, rec, spec):
+    if _approval_lapsed(runner, op, turn, rec, spec) or _repeat_refused(runner, op, turn, rec, spec):
         return
     args = _args_or_refuse(runner, op, turn, rec, spec)  # before STARTED: a refusal leaves no claim
     if args is None:
