@@ -108,11 +108,42 @@ def checked_settings(settings: Any) -> dict[str, Any]:
     unknown = set(out) - SETTINGS_KEYS
     if unknown:
         raise UsageError(f"unknown model settings {sorted(unknown)}; allowed: {sorted(SETTINGS_KEYS)}")
-    if not isinstance(out.get("reset_tool_choice", True), bool):
-        raise UsageError("settings['reset_tool_choice'] must be True or False")
+    for flag in ("reset_tool_choice", "stream", "store"):
+        # a flag of another type was sent as is or read by its truth ("false" streamed, 0 dropped store)
+        if flag in out and out[flag] is not None and not isinstance(out[flag], bool):
+            raise UsageError(f"settings[{flag!r}] must be True or False, not {out[flag]!r}")
+    tokens = out.get("max_output_tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0):
+        raise UsageError(f"settings['max_output_tokens'] must be a positive int, not {tokens!r}")
+    temperature = out.get("temperature")
+    if temperature is not None and (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not math.isfinite(temperature)
+        or temperature < 0
+    ):
+        raise UsageError(f"settings['temperature'] must be a number >= 0, not {temperature!r}")
+    model = out.get("model")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise UsageError(f"settings['model'] must be the model's name, not {model!r}")
+    check_text("settings['model']", model)
     if out.get("extra") is not None and not isinstance(out["extra"], dict):
         raise UsageError(f"settings['extra'] takes a dict of request fields, not {_kind(out['extra'])}")
     return out
+
+
+def check_text(what: str, text: Any) -> None:
+    """Text callbound hashes and sends must be encodable: a lone surrogate (half of an emoji's UTF-16
+    pair, from a bad slice or a JSON ``\ud83d`` escape) has no UTF-8 form, so it raised
+    UnicodeEncodeError out of ``run`` or failed every request as a "connection error" (D4)."""
+    if isinstance(text, str):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise UsageError(
+                f"{what} holds a lone surrogate ({text[exc.start]!r} at {exc.start}), which no request can "
+                "carry: it is half of a character outside the BMP; fix the text where it was cut"
+            ) from exc
 
 
 def check_settings_for(
@@ -176,6 +207,7 @@ def check_new_operation(input: Any, tenant: Any, subject: Any, operation_id: Any
             f"input must be a str or None, not {_kind(input)}; pass earlier provider-native messages as "
             "Runner(messages=[...])"
         )
+    check_text("input", input)
 
 
 def check_operation_id(operation_id: Any) -> None:

@@ -45,6 +45,7 @@ from .checks import (
     check_runner_args,
     check_settings_for,
     check_tenant,
+    check_text,
     checked_decisions,
     checked_settings,
 )
@@ -134,6 +135,9 @@ class Runner:
         self._turn_plain: tuple[ModelTurn, dict[str, Any]] | None = None
         # Rendered once: raises UnsupportedSchema now rather than on the first live call (D9); so do
         # settings the adapter refuses, a UsageError (runtime/checks.py).
+        check_text("Runner(instructions=...)", instructions)
+        for decl in registry.declarations():
+            check_text(f"the description of tool {decl.name!r}", decl.description)
         self.tools = self.adapter.render_tools(registry.declarations())
         check_settings_for(self.adapter, self.tools, self.settings, instructions)
 

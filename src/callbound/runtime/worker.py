@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import time
@@ -66,8 +67,11 @@ class Worker:
         lease_s: float = 30.0,
         poll_s: float = 0.2,
     ) -> None:
-        if lease_s <= 0 or poll_s <= 0:
-            raise UsageError("lease_s and poll_s must be positive")
+        for name, value in (("lease_s", lease_s), ("poll_s", poll_s)):
+            # nan slipped through "<= 0": SQLite stored its expiry as NULL, a free lease, and a second
+            # worker drove the operation while the first was in its write (paid twice); inf never expires
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                raise UsageError(f"{name} must be a positive, finite number of seconds, not {value!r}")
         for method in ("claim", "renew", "release"):
             if not hasattr(store, method):
                 raise UsageError(f"{type(store).__name__} does not support worker leases")
