@@ -94,3 +94,37 @@ def test_a_worker_lease_must_be_positive_and_finite(value: float) -> None:
     with pytest.raises(cb.UsageError, match="lease_s"):
         Worker(App(registry=cb.Registry([get_order_tool()]), model=ScriptedModel("openai-responses", [])),
                MemoryStore(), lease_s=value)  # fmt: skip
+
+
+APIS = ["openai-responses", "openai-chat", "anthropic-messages", "gemini-generate", "gemini-interactions"]
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize(
+    ("tools", "choice", "says"),
+    [
+        (True, {"name": "get_ordr"}, "not in the registry"),
+        (False, {"name": "get_order"}, "not in the registry"),
+        (False, "required", "offers no tool"),
+        (True, {"name": ""}, "tool_choice"),
+        (True, {"name": "get_order", "x": 1}, "tool_choice"),
+    ],
+    ids=["misspelled", "empty registry", "required, no tool", "empty name", "extra key"],
+)
+def test_a_forced_choice_must_name_an_offered_tool(api: str, tools: bool, choice: Any, says: str) -> None:
+    """A forced tool_choice naming no declared tool was sent on every API (Gemini's allowedFunctionNames
+    named a function it was never given); only anthropic-messages refused an empty name or an extra key."""
+    registry = cb.Registry([get_order_tool()] if tools else [])
+    with pytest.raises(cb.UsageError, match=says):
+        cb.Runner(
+            model=ScriptedModel(api, []), registry=registry, settings={"model": "m", "tool_choice": choice}
+        )
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_forced_choice_of_an_offered_tool_is_taken(api: str) -> None:
+    registry = cb.Registry([get_order_tool()])
+    for choice in ({"name": "get_order"}, "required", "auto", "none"):
+        cb.Runner(
+            model=ScriptedModel(api, []), registry=registry, settings={"model": "m", "tool_choice": choice}
+        )

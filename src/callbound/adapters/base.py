@@ -218,7 +218,12 @@ def rendered_tool_choice(choice: Any, plain: dict[str, Any], named: Callable[[st
     go through ``settings["extra"]``."""
     if choice is None:
         return None
-    if isinstance(choice, dict) and isinstance(choice.get("name"), str):
+    if (
+        isinstance(choice, dict)
+        and set(choice) == {"name"}
+        and isinstance(choice["name"], str)
+        and choice["name"]
+    ):
         return named(choice["name"])
     if isinstance(choice, str) and choice in plain:
         return plain[choice]

@@ -146,6 +146,20 @@ def check_text(what: str, text: Any) -> None:
             ) from exc
 
 
+def check_tool_choice(choice: Any, offered: frozenset[str]) -> None:
+    """A forced ``tool_choice`` must name a tool the request offers: ``{"name": X}`` with X not in the
+    registry, or "required"/"any" with no tool at all, asks the model for a call it cannot make (the
+    provider refuses the request, or a Gemini ``allowedFunctionNames`` names nothing it was given)."""
+    name = choice.get("name") if isinstance(choice, dict) else None
+    if isinstance(name, str) and name and name not in offered:
+        raise UsageError(f"tool_choice names {name!r}, which is not in the registry: {sorted(offered)}")
+    forced = choice in ("required", "any") or (
+        isinstance(choice, dict) and choice.get("type") in ("any", "tool")
+    )
+    if forced and not offered:
+        raise UsageError(f"tool_choice {choice!r} forces a tool call, but the registry offers no tool")
+
+
 def check_settings_for(
     adapter: Any, tools: list[dict[str, Any]], settings: dict[str, Any], instructions: Any
 ) -> None:

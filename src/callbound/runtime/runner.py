@@ -46,6 +46,7 @@ from .checks import (
     check_settings_for,
     check_tenant,
     check_text,
+    check_tool_choice,
     checked_decisions,
     checked_settings,
 )
@@ -139,6 +140,7 @@ class Runner:
         for decl in registry.declarations():
             check_text(f"the description of tool {decl.name!r}", decl.description)
         self.tools = self.adapter.render_tools(registry.declarations())
+        check_tool_choice(self.settings.get("tool_choice"), frozenset(registry.names()))
         check_settings_for(self.adapter, self.tools, self.settings, instructions)
 
     # ---- public API ------------------------------------------------------------------------------
