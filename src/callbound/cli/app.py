@@ -551,10 +551,14 @@ def worker_cmd(
     from ..runtime.worker import Worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        loaded = load_app(app_ref)  # first: a bad --app must not leave a new store behind
+    except UsageError as exc:
+        raise _fail(str(exc)) from exc
     st = _open(store)
     try:
         worker = Worker(
-            load_app(app_ref),
+            loaded,
             st,
             app_ref={"ref": app_ref, "args": {}},
             worker_id=worker_id,

@@ -121,6 +121,11 @@ def register(app: typer.Typer) -> None:
         from .render import print_timeline_row, progress_printer
 
         if app_ref is not None:
+            if api is not None or model is not None or base_url is not None:
+                # the App names its own model and API: these would be ignored without a word
+                raise _fail(
+                    "--app takes the model, API and server from the App; drop --api, --model and --base-url"
+                )
             _run_app(app_ref, prompt, tenant, subject, as_json, store)
         if api is None or model is None:
             raise _fail("callbound run needs --api and --model (or --app module:factory)")
@@ -165,9 +170,13 @@ def _run_app(app_ref: str, prompt: str, tenant: str, subject: str, as_json: bool
     from .app import _fail, _open, out
     from .render import print_timeline_row
 
+    try:
+        loaded = load_app(app_ref)  # first: a bad --app must not leave a new store behind
+    except UsageError as exc:
+        raise _fail(str(exc)) from exc
     st = _open(store)
     try:
-        runner = load_app(app_ref).runner(st, ref={"ref": app_ref, "args": {}})
+        runner = loaded.runner(st, ref={"ref": app_ref, "args": {}})
     except UsageError as exc:
         raise _fail(str(exc)) from exc
     if not as_json:
