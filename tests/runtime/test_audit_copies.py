@@ -107,3 +107,17 @@ def test_control_an_untouched_approval_is_decided_and_runs(tmp_path: Path) -> No
     assert after.state == cb.State.COMPLETED and refunds.n == 1
     with sqlite3.connect(tmp_path / "cb.db") as conn:
         assert conn.execute("SELECT count(*) FROM approvals").fetchone() == (1,)
+
+
+def test_an_approval_of_an_operation_saved_by_a_newer_callbound_is_not_decided(tmp_path: Path) -> None:
+    """As resume, cancel and verify refuse such an operation (D19): this version cannot act on it, so a
+    decision recorded now would be reported as done though nothing of this version can resume it."""
+    from .test_integrity_review import edit_head
+
+    h, out, _, db = _paused(tmp_path)
+    (p,) = out.pending_approvals
+    edit_head(db, out.operation_id, lambda d: d.update(snapshot_version=d["snapshot_version"] + 1))
+    with pytest.raises(cb.UsageError, match="newer callbound"):
+        h.runner.decide(cb.Decision.approve(p.approval_id, approver="alice"), tenant="acme")
+    stored = h.store.get_approval(p.approval_id)
+    assert stored is not None and stored.status == "pending"

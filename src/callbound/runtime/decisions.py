@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..core.approvals import Decision, PendingApproval, record_decision, same_identity, withdraw
 from ..core.dispatch import hook_verdict
 from ..core.errors import UnknownApproval, UsageError
+from ..core.snapshot import migrate_head
 from ..core.states import TERMINAL
 from .integrity import approval_problems, read_chain
 from .operation import WAITING, Operation
@@ -35,6 +36,10 @@ def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None
         )
     if op is None and approval.status == "pending":  # a decided one answers as D17 says
         stored = runner.store.load_operation(approval.operation_id)
+        if stored is not None:
+            # an operation saved by a newer callbound is refused here as by resume, cancel and verify
+            # (D19): this code cannot resume it, so a decision recorded now could not be acted on by it
+            migrate_head(dict(stored.head))
         state = None if stored is None else stored.head.get("state")
         if isinstance(state, str) and state in TERMINAL:  # a StrEnum set: names match
             # Fix: a decision on an approval whose operation was cancelled or stopped was recorded
