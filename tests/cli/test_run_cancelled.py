@@ -50,77 +50,75 @@ APP = textwrap.dedent(
 )
 
 
-def test_a_run_cancelled_meanwhile_reports_the_cancellation(tmp_path: Path) -> None:
-    (tmp_path / "slowapp.py").write_text(APP)
-    go = tmp_path / "go"
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT / 'src'}", "GO_FILE": str(go)}
-    store = f"sqlite:///{tmp_path / 'cb.db'}"
-    cli = [sys.executable, "-m", "callbound.cli"]
-    run = subprocess.Popen(
-        [*cli, "run", "--app", "slowapp:make", "--store", store, "x"],
-        cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        op_id = None
+class _Shell:
+    """The slow app in ``tmp_path``, its store, and the CLI run from there, as a user's shells would."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        (tmp_path / "slowapp.py").write_text(APP)
+        self.cwd, self.go, self.entered = tmp_path, tmp_path / "go", tmp_path / "entered"
+        self.env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT / 'src'}", "GO_FILE": str(self.go),
+                    "ENTERED_FILE": str(self.entered)}  # fmt: skip
+        self.store = f"sqlite:///{tmp_path / 'cb.db'}"
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([*CLI, *args, "--store", self.store], cwd=self.cwd, env=self.env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+    def executing(self) -> str:
         for _ in range(200):
-            listed = subprocess.run([*cli, "ops", "list", "--store", store], cwd=tmp_path, env=env, text=True,
-                                    capture_output=True)  # fmt: skip
+            listed = subprocess.run([*CLI, "ops", "list", "--store", self.store], cwd=self.cwd, env=self.env,
+                                    text=True, capture_output=True)  # fmt: skip
             if listed.returncode == 0 and "EXECUTING" in listed.stdout:
-                op_id = next(w for w in listed.stdout.split() if w.startswith("op_"))
-                break
+                return next(w for w in listed.stdout.split() if w.startswith("op_"))
             time.sleep(0.1)
-        assert op_id is not None, "the operation never reached its handler"
-        cancel = subprocess.run([*cli, "ops", "cancel", op_id, "--store", store], cwd=tmp_path, env=env,
+        raise AssertionError("the operation never reached its handler")
+
+    def entered_times(self, n: int) -> None:
+        for _ in range(300):
+            if self.entered.exists() and len(self.entered.read_text()) >= n:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"the handler was not entered {n} times")
+
+    def cancel(self, op_id: str) -> None:
+        cancel = subprocess.run([*CLI, "ops", "cancel", op_id, "--store", self.store], cwd=self.cwd, env=self.env,
                                 text=True, capture_output=True)  # fmt: skip
         assert cancel.returncode == 0 and "CANCELLED" in cancel.stdout, cancel.stderr
-    finally:
-        go.write_text("go")
-    out, err = run.communicate(timeout=60)
-    assert run.returncode == 3, (out, err)
+
+
+CLI = [sys.executable, "-m", "callbound.cli"]
+
+
+def _reports_the_cancellation(proc: subprocess.Popen[str]) -> None:
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, (out, err)
     assert "STOPPED (CANCELLED)" in out
     assert "taken over by another process" in err and "stale" not in err
+
+
+def test_a_run_cancelled_meanwhile_reports_the_cancellation(tmp_path: Path) -> None:
+    sh = _Shell(tmp_path)
+    run = sh.start("run", "--app", "slowapp:make", "x")
+    try:
+        sh.cancel(sh.executing())
+    finally:
+        sh.go.write_text("go")
+    _reports_the_cancellation(run)
 
 
 def test_a_resume_cancelled_meanwhile_reports_the_cancellation(tmp_path: Path) -> None:
     """The same for `callbound resume` (found by a later reviewer: resume_cmd still turned the StaleLease
     into exit 2). The first drive is killed in the handler; resume takes the operation over at once,
     enters the handler again, and is cancelled there."""
-    (tmp_path / "slowapp.py").write_text(APP)
-    go, entered = tmp_path / "go", tmp_path / "entered"
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT / 'src'}", "GO_FILE": str(go),
-           "ENTERED_FILE": str(entered)}  # fmt: skip
-    store = f"sqlite:///{tmp_path / 'cb.db'}"
-    cli = [sys.executable, "-m", "callbound.cli"]
-
-    def executing() -> str | None:
-        for _ in range(200):
-            listed = subprocess.run([*cli, "ops", "list", "--store", store], cwd=tmp_path, env=env, text=True,
-                                    capture_output=True)  # fmt: skip
-            if listed.returncode == 0 and "EXECUTING" in listed.stdout:
-                return next(w for w in listed.stdout.split() if w.startswith("op_"))
-            time.sleep(0.1)
-        return None
-
-    run = subprocess.Popen([*cli, "run", "--app", "slowapp:make", "--store", store, "x"], cwd=tmp_path, env=env,
-                           text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    op_id = executing()
+    sh = _Shell(tmp_path)
+    run = sh.start("run", "--app", "slowapp:make", "x")
+    op_id = sh.executing()
     run.kill()
     run.communicate(timeout=30)
-    assert op_id is not None, "the operation never reached its handler"
-    resume = subprocess.Popen([*cli, "resume", op_id, "--app", "slowapp:make", "--store", store], cwd=tmp_path,
-                              env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    resume = sh.start("resume", op_id, "--app", "slowapp:make")
     try:
-        for _ in range(300):  # resume takes the dead drive's operation over and enters the handler again
-            if entered.exists() and len(entered.read_text()) >= 2:
-                break
-            time.sleep(0.1)
-        assert len(entered.read_text()) >= 2, "resume never reached the handler"
-        cancel = subprocess.run([*cli, "ops", "cancel", op_id, "--store", store], cwd=tmp_path, env=env,
-                                text=True, capture_output=True)  # fmt: skip
-        assert cancel.returncode == 0 and "CANCELLED" in cancel.stdout, cancel.stderr
+        sh.entered_times(2)  # resume took the dead drive's operation over and is in the handler again
+        sh.cancel(op_id)
     finally:
-        go.write_text("go")
-    out, err = resume.communicate(timeout=60)
-    assert resume.returncode == 3, (out, err)
-    assert "STOPPED (CANCELLED)" in out
-    assert "taken over by another process" in err and "stale" not in err
+        sh.go.write_text("go")
+    _reports_the_cancellation(resume)
