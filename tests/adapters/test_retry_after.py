@@ -7,7 +7,9 @@ from email.utils import format_datetime
 
 import pytest
 
-from callbound.adapters.base import retry_after_seconds
+from callbound.adapters.failures import (
+    retry_after_seconds,
+)
 
 
 def test_seconds_and_milliseconds() -> None:

@@ -16,7 +16,9 @@ import pytest
 
 import callbound as cb
 from callbound.adapters import get
-from callbound.adapters.base import retry_after_in
+from callbound.adapters.failures import (
+    retry_after_in,
+)
 from callbound.adapters.stream import StreamFeed
 from callbound.core.types import RawFailure
 from callbound.testing import ApiError, FakeClock, ScriptedModel

@@ -43,20 +43,22 @@ from .anthropic_stream import _DELTA_EVENT as _DELTA_EVENT
 from .anthropic_stream import _DELTA_FIELDS as _DELTA_FIELDS
 from .anthropic_stream import MessageStream
 from .base import (
-    QUOTA_CODES,
     StreamCaps,
     capped,
     decode_body,
     failure_turn,
-    http_retryable,
     make_call,
-    map_failure,
     result_text,
-    retry_after_seconds,
-    says_context_window_exceeded,
     stream_cut_turn,
     synthetic_response_id,
     too_large_turn,
+)
+from .failures import (
+    QUOTA_CODES,
+    http_retryable,
+    map_failure,
+    retry_after_seconds,
+    says_context_window_exceeded,
 )
 from .schema import inline_refs
 

@@ -56,13 +56,15 @@ from .base import (
     StreamCaps,
     decode_body,
     failure_turn,
-    http_retryable,
     make_call,
-    map_failure,
     rendered_tool_choice,
+    synthetic_response_id,
+)
+from .failures import (
+    http_retryable,
+    map_failure,
     retry_after_seconds,
     says_context_window_exceeded,
-    synthetic_response_id,
 )
 from .gemini_schema import deep_merge, gemini_schema, google_error_details
 

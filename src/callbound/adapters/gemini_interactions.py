@@ -65,14 +65,16 @@ from .base import (
     StreamCaps,
     decode_body,
     failure_turn,
-    http_retryable,
     make_call,
-    map_failure,
     rendered_tool_choice,
     result_text,
+    synthetic_response_id,
+)
+from .failures import (
+    http_retryable,
+    map_failure,
     retry_after_seconds,
     says_context_window_exceeded,
-    synthetic_response_id,
 )
 from .gemini_schema import deep_merge, google_error_details
 from .schema import inline_refs

@@ -50,20 +50,22 @@ from ..core.types import (
     Usage,
 )
 from .base import (
-    QUOTA_CODES,
     StreamCaps,
     decode_body,
     failure_turn,
-    http_retryable,
     make_call,
-    map_failure,
     rendered_tool_choice,
     result_text,
+    synthetic_response_id,
+)
+from .failures import (
+    QUOTA_CODES,
+    http_retryable,
+    map_failure,
     retry_after_in,
     says_content_filtered,
     says_context_window_exceeded,
     says_request_over_rate_limit,
-    synthetic_response_id,
 )
 from .schema import openai_strict
 

@@ -27,10 +27,12 @@ from .base import (
     failure_turn,
     join_fragments,
     over_byte_cap,
-    retry_after_in,
     stream_cut_turn,
     too_large_turn,
     utf8_len,
+)
+from .failures import (
+    retry_after_in,
 )
 from .openai_responses import (
     API,

@@ -1,0 +1,227 @@
+"""Reading a provider's failure (D26, D30, D32): which HTTP statuses are retried, the wait the provider
+asks for, the codes that say an account cannot pay, what error messages say where no code does (context
+window, content filter, a request over its rate limit), the error object of an error body, and the part
+of ``map_error`` every adapter shares."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ..core.errors import ProtocolViolation
+from ..core.types import Failure, ModelTurn, Provenance, RawFailure
+from .base import body_bytes, decode_body, failure_turn, stream_cut_turn, too_large_turn
+from .sse import iter_payloads
+
+
+def retry_after_seconds(headers: dict[str, str]) -> float | None:
+    """Retry-After (seconds or HTTP date) and the common ms variant."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    ms = lower.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = lower.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        from datetime import UTC, datetime
+
+        if when.tzinfo is None:  # asctime and "-0000" dates carry no zone: HTTP dates are UTC (RFC 9110)
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+# "Please try again in 11.054s." / "in 6ms" / "in 1m30s" / "in 20m0.5s": the wait an OpenAI rate-limit
+# message states (the Responses stream fixture in openai/codex codex-api/src/sse/responses.rs; Codex
+# reads it too), the only one a stream's failure event carries, having no headers.
+_TRY_AGAIN = re.compile(
+    r"try again in (?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?\b", re.IGNORECASE
+)
+
+
+def retry_after_in(headers: dict[str, str], message: Any) -> float | None:
+    """Retry-After from the headers (``retry_after_seconds``), else the wait the error's message states:
+    both are the provider saying when to come back (D26 honours it; the deadline still bounds it, D14)."""
+    delay = retry_after_seconds(headers)
+    if delay is not None or not isinstance(message, str):
+        return delay
+    found = _TRY_AGAIN.search(message[:2000])
+    if found is None or not any(found.groups()):
+        return None
+    hours, minutes, seconds, millis = (float(g) if g else 0.0 for g in found.groups())
+    return hours * 3600 + minutes * 60 + seconds + millis / 1000
+
+
+def http_retryable(status: int | None, kind: str) -> bool:
+    """D26: 408, 409, 429, 5xx, 529, connection errors, timeouts and cut streams are retryable."""
+    if kind in ("connection", "timeout", "stream_cut"):
+        return True
+    if status is None:
+        return False
+    return status in (408, 409, 429, 529) or 500 <= status <= 599
+
+
+# Error codes that say the account cannot pay: retrying cannot help (D26), even under HTTP 429.
+# billing_not_active: OpenAI answers 429 with it when billing was never set up or was turned off.
+QUOTA_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+        "spend_limit_reached",
+        "quota_exceeded",
+    }
+)
+
+
+# What the providers' "input too long" errors say (D1: context window exceeded is TRUNCATED, not retried),
+# where no error code says it: Anthropic's invalid_request_error "prompt is too long: 200021 tokens >
+# 200000 maximum" and "input length and `max_tokens` exceed context limit: ..."; Gemini's INVALID_ARGUMENT
+# "The input token count (1100010) exceeds the maximum number of tokens allowed (1048575)." (Vertex:
+# "Unable to submit request because the input token count is 1251952 but model only supports up to
+# 1048576.", google-gemini/gemini-cli issue 19727); Mistral's
+# "Prompt contains 150004 tokens ..., too large for model with 131072 maximum context length", and vLLM's
+# and older OpenAI's "This model's maximum context length is 4096 tokens" (pydantic/pydantic-ai
+# tests/cassettes/test_context_window_exceeded/: real HTTP 400 answers of each provider). Compatible servers
+# word it their own way, as quoted in public issue threads: xAI "This model's maximum prompt length is 500000
+# but the request contains 637815 tokens.", older vLLM "The decoder prompt (length 12324) is longer than the
+# maximum model length of 8192", llama.cpp "request (8708 tokens) exceeds the available context size (8192
+# tokens)", TGI and Together "`inputs` tokens + `max_new_tokens` must be <= 8193".
+_CONTEXT_WINDOW_MESSAGE = re.compile(
+    r"prompt is too long"
+    r"|exceeds? (?:the )?context limit"
+    r"|input token count \(?\d*\)? ?exceeds the maximum number of tokens"
+    r"|input token count is \d+ but model only supports up to"
+    r"|maximum prompt length is \d+"
+    r"|is longer than the maximum model length"
+    r"|exceeds the available context size"
+    r"|tokens \+ `?max_new_tokens`? must be <="
+    r"|maximum context length",
+    re.IGNORECASE,
+)
+
+
+def says_context_window_exceeded(status: int | None, message: Any) -> bool:
+    """An error whose message says the input does not fit the model's context window: an HTTP 400, 413
+    or 422 (a validation error: Hugging Face TGI and Together answer 422 "`inputs` tokens +
+    `max_new_tokens` must be <= 8193"), or an error event without a status. Read only where no error code
+    says it already."""
+    if status not in (None, 400, 413, 422) or not isinstance(message, str):
+        return False
+    return _CONTEXT_WINDOW_MESSAGE.search(message[:2000]) is not None
+
+
+def says_request_over_rate_limit(message: Any) -> bool:
+    """An OpenAI 429 (code rate_limit_exceeded) that no wait can lift: "Request too large for gpt-4o in
+    organization ... on tokens per min (TPM): Limit 30000, Requested 36278. The input or output tokens
+    must be reduced in order to run successfully." (as received in Aider-AI/aider issue 1880 and
+    assafelovic/gpt-researcher issue 585). The request alone is over the per-minute limit, so it is read
+    as a quota no retry can meet (D26), as a Gemini quota of zero is; an ordinary "Rate limit reached"
+    429 still waits and retries."""
+    return isinstance(message, str) and _REQUEST_TOO_LARGE.search(message[:2000]) is not None
+
+
+_REQUEST_TOO_LARGE = re.compile(r"\brequest too large for\b", re.IGNORECASE)
+
+
+def says_content_filtered(status: int | None, err: Any) -> bool:
+    """An OpenAI-shaped error that says a content policy blocked the request: Azure OpenAI answers a
+    prompt its filter stops with HTTP 400, ``code: "content_filter"`` and ``innererror.code:
+    "ResponsibleAIPolicyViolation"`` (Mirascope tests/e2e cassette test_refusal/azure-openai_completions,
+    recorded). That is a provider policy stop, D1's REFUSAL, as ``promptFeedback.blockReason`` is on
+    Gemini and ``content_filter`` is on a 200: no retry changes it, and it is no server fault."""
+    if status not in (None, 400) or not isinstance(err, dict):
+        return False
+    inner = err.get("innererror")
+    inner_code = inner.get("code") if isinstance(inner, dict) else None
+    return err.get("code") == "content_filter" or inner_code == "ResponsibleAIPolicyViolation"
+
+
+def _first_stream_event(raw: bytes | str | dict[str, Any]) -> dict[str, Any] | None:
+    """The first event of an error body framed as a stream: a streaming request can be refused with an
+    HTTP error whose body is one SSE ``error`` event (Gemini Interactions answers a quota refusal with
+    HTTP 429 and ``event: error`` / ``data: {"error": {"code": "quota_exceeded", ...}}``), and the
+    code in it decides the retry (D26: a quota code is not retried)."""
+    if isinstance(raw, dict):
+        return None
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    if not text.lstrip("\ufeff \t\r\n").startswith(("event:", "data:")):
+        return None
+    try:
+        for payload in iter_payloads([text[:1_000_000]]):
+            return payload if isinstance(payload, dict) else None
+    except ProtocolViolation:
+        return None
+    return None
+
+
+def error_object(raw: bytes | str | dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``error`` object of an HTTP error body, if it has one. Gemini's stream endpoints wrap the
+    body in a one-element array; an HTML page from a proxy has none (it still classifies by status)."""
+    if raw is None:
+        return None
+    try:
+        data, _ = decode_body(raw)
+    except ProtocolViolation:
+        data = _first_stream_event(raw)
+    if isinstance(data, list) and data:
+        data = data[0]
+    if not isinstance(data, dict):
+        return None
+    err = data.get("error")
+    if isinstance(err, dict):
+        return err
+    if isinstance(err, str):
+        # The message itself under "error", type and code beside it: xAI {"code": "invalid-argument",
+        # "error": "This model's maximum prompt length is ..."}, Hugging Face TGI {"error": "...",
+        # "error_type": "validation"} (D32 keeps the code and type beside the status)
+        kind = data.get("error_type", data.get("type"))
+        return {"message": err, "type": kind, "code": data.get("code")}
+    if data.get("object") == "error" or (
+        isinstance(data.get("message"), str) and ("type" in data or "code" in data) and "choices" not in data
+    ):
+        # The error's fields at the top: Mistral and vLLM {"object": "error", "type", "code", "message"},
+        # Cerebras {"message", "type", "param", "code"} with no "object"
+        return data
+    return None
+
+
+def map_failure(
+    api: str,
+    provenance: Provenance,
+    failure: RawFailure,
+    http_error: Callable[[dict[str, Any] | None, str], ModelTurn],
+) -> ModelTurn:
+    """The part of ``map_error`` every adapter shares (D26, D30): a cut stream is TRUNCATED and
+    retryable; connection errors and timeouts are retryable API failures; an HTTP error's parsed
+    ``error`` object and the body digest go to the adapter's own ``http_error`` classifier."""
+    raw = failure.body
+    digest = hashlib.sha256(body_bytes(raw) if raw is not None else b"").hexdigest()
+    if failure.kind == "stream_cut":
+        return stream_cut_turn(api, provenance, digest, None)
+    if failure.kind == "too_large":  # a plain body over StreamCaps.max_body_bytes, not read further
+        return too_large_turn(api, provenance, digest, None, "response_too_large", cap="max_body_bytes")
+    if failure.kind == "http":
+        return http_error(error_object(raw), digest)
+    return failure_turn(
+        api,
+        provenance,
+        digest,
+        response_id=None,
+        raw_stop_reason=failure.kind,
+        reason="timeout" if failure.kind == "timeout" else "connection_error",
+        failure=Failure(failure.kind, True, None, None, None, retry_after_seconds(failure.headers)),
+    )
