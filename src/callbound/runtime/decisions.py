@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
-from ..core.approvals import Decision, PendingApproval, record_decision, same_identity, withdraw
+from ..core.approvals import Decision, PendingApproval, record_decision, revalidate, same_identity, withdraw
+from ..core.canonical import sha256_hex
 from ..core.dispatch import hook_verdict
 from ..core.errors import UnknownApproval, UsageError
 from ..core.snapshot import migrate_head
@@ -15,6 +16,7 @@ from .operation import WAITING, Operation
 from .outcome import ApproverNotAllowed, Policy
 
 if TYPE_CHECKING:
+    from ..core.registry import ToolSpec
     from .runner import Runner
 
 
@@ -73,6 +75,34 @@ def _check_shown(runner: Runner, approval: PendingApproval) -> None:
             f"approval {approval.approval_id} differs from its audited request ({found[0].why}); it cannot be "
             f"decided: run `callbound audit verify {approval.operation_id}`"
         )
+
+
+def revalidated(
+    runner: Runner, approval: PendingApproval, arguments_json: str | None, spec: ToolSpec
+) -> str | None:
+    """D17 under the runner at hand: None while the approval still lets the call run, else the code
+    for the model (APPROVAL_EXPIRED, APPROVAL_STALE, DENIED). Checked when a resume resolves the
+    approval and again when the approved call is about to run (a new deploy may have taken over)."""
+    return revalidate(
+        approval,
+        runner.clock.now(),
+        argument_digest=sha256_hex(arguments_json or "null"),
+        policy_revision=runner.policy.revision,
+        schema_version=spec.schema_version,
+        tool_digest=spec.definition_digest(),
+    )
+
+
+def approver_still_allowed(runner: Runner, approval: PendingApproval) -> bool:
+    """issue 2 §6: the approver of an approved call, under the resuming runner's policy (a decision
+    recorded through a laxer app, or a hook that now says no)."""
+    if approval.status != "approved":
+        return True  # only an approval lets a call run; a denial needs no approver check
+    try:
+        check_approver(runner.policy, approval.approver or "", approval)
+    except ApproverNotAllowed:
+        return False
+    return True
 
 
 def check_approver(policy: Policy, approver: str, approval: PendingApproval) -> None:

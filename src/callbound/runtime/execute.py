@@ -262,35 +262,29 @@ def _approval_lapsed(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRe
     would check; else the call is refused (APPROVAL_STALE or DENIED) and does not run."""
     if rec.approval_id is None:
         return False
-    from ..core.approvals import revalidate
-    from ..core.canonical import sha256_hex
     from ..core.dispatch import APPROVAL_STALE, DENIED
-    from .decisions import check_approver
-    from .outcome import ApproverNotAllowed
+    from .decisions import approver_still_allowed, revalidated  # decisions → integrity → results → here
 
     approval = runner.store.get_approval(rec.approval_id)
     if approval is None:
         code: str | None = APPROVAL_STALE
     else:
-        code = revalidate(
-            approval,
-            runner.clock.now(),
-            argument_digest=sha256_hex(rec.arguments_json or "null"),
-            policy_revision=runner.policy.revision,
-            schema_version=spec.schema_version,
-            tool_digest=spec.definition_digest(),
-        )
-        if code is None:
-            try:
-                check_approver(runner.policy, approval.approver or "", approval)
-            except ApproverNotAllowed:
-                code = DENIED
+        code = revalidated(runner, approval, rec.arguments_json, spec)
+        if code is None and not approver_still_allowed(runner, approval):
+            refuse(
+                runner,
+                op,
+                turn,
+                rec,
+                spec,
+                DENIED,
+                f"{approval.approver!r} may not approve this call; it was not run",
+            )
+            return True
     if code is None:
         return False
     why = (
-        f"{approval.approver!r} may not approve this call; it was not run"
-        if code == DENIED and approval is not None and approval.status == "approved"
-        else "the tool or policy changed since approval was given; it was not run"
+        "the tool or policy changed since approval was given; it was not run"
         if code == APPROVAL_STALE
         else "the approval for this call no longer holds; it was not run"
     )

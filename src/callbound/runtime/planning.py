@@ -5,8 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..core.approvals import PendingApproval, expire, revalidate
-from ..core.canonical import sha256_hex
+from ..core.approvals import PendingApproval, expire
 from ..core.dispatch import (
     APPROVAL_EXPIRED,
     Execute,
@@ -29,11 +28,10 @@ from ..core.idempotency import LedgerStatus
 from ..core.states import State
 from ..core.types import ModelTurn, error_result
 from .crash import crash_point, ledger_disabled
-from .decisions import check_approver, reload_into
+from .decisions import approver_still_allowed, reload_into, revalidated
 from .execute import ledger_entry, seal
 from .integrity import plan_digest, shown_digest
 from .operation import PLANNED, WAITING, CallRecord, CurrentTurn, Operation
-from .outcome import ApproverNotAllowed
 from .results import call_arguments_json
 
 if TYPE_CHECKING:
@@ -118,16 +116,6 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
     # D20: what each handler will be given, in the commit that holds the turn (C1)
     op.pending_plan = [turn.response_id, plan_digest(records)]
     after_plan(runner, op)
-
-
-def _approver_still_allowed(runner: Runner, approval: PendingApproval) -> bool:
-    if approval.status != "approved":
-        return True  # only an approval lets a call run; a denial needs no approver check
-    try:
-        check_approver(runner.policy, approval.approver or "", approval)
-    except ApproverNotAllowed:
-        return False
-    return True
 
 
 def _already_done(runner: Runner, op: Operation, key: str | None) -> bool:
@@ -234,14 +222,7 @@ async def approvals_ready(runner: Runner, op: Operation) -> bool:
         if spec is None:
             code, message = "APPROVAL_STALE", f"{rec.tool} is no longer available"
         else:
-            code = revalidate(
-                a,
-                now,
-                argument_digest=sha256_hex(rec.arguments_json or "null"),
-                policy_revision=runner.policy.revision,
-                schema_version=spec.schema_version,
-                tool_digest=spec.definition_digest(),
-            )
+            code = revalidated(runner, a, rec.arguments_json, spec)
             late = a.decided_at is not None and a.decided_at >= a.expires_at
             message = {
                 # A decision recorded after the expiry is kept (D17) but never lets the call run; the
@@ -255,9 +236,7 @@ async def approvals_ready(runner: Runner, op: Operation) -> bool:
                 "APPROVAL_STALE": "the tool or policy changed since approval was asked; it was not run",
                 "DENIED": f"a human denied this call{': ' + a.reason if a.reason else ''}; it was not run",
             }.get(code or "", "")
-            if code is None and not _approver_still_allowed(runner, a):
-                # issue 2 §6: resume re-validates the approver too, under the resuming runner's policy
-                # (a decision recorded through a laxer app, or a hook that now says no).
+            if code is None and not approver_still_allowed(runner, a):
                 code, message = "DENIED", f"{a.approver!r} may not approve this call; it was not run"
             if code is None:
                 # Re-validate schema and authorization against today's registry and policy.
