@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEntry, AuditEvent, audit_entries, items_digest, verify_chain
-from ..core.canonical import canonical_sha256, sha256_hex
-from ..core.errors import CanonicalizationError, StaleLease, UsageError
+from ..core.canonical import sha256_hex
+from ..core.errors import StaleLease, UsageError
 from ..core.states import INITIAL, TERMINAL, TRANSITIONS, State
 from ..core.types import ModelTurn, Transition
 from .operation import CallRecord, CurrentTurn, Operation
-from .results import call_arguments_json
+from .results import call_arguments_json, payload_digest
 
 if TYPE_CHECKING:
     from .outcome import Outcome
@@ -339,14 +339,6 @@ def _table_problems(audited: Sequence[AuditEntry]) -> list[Problem]:
     return out
 
 
-def shown_digest(arguments: Any) -> str | None:
-    """SHA-256 of the arguments an approval shows (canonical JSON), or None where they have none."""
-    try:
-        return canonical_sha256(arguments)
-    except CanonicalizationError:
-        return None
-
-
 def approval_problems(
     chain: AuditedChain, approvals: Iterable[PendingApproval], *, before_run: bool = False
 ) -> list[Problem]:
@@ -373,7 +365,7 @@ def approval_problems(
         ):
             out.append(Problem(where, "its call, tool or argument digest differs from the audited request"))
         shown = asked.get("shown_sha256")  # absent from requests audited before it was recorded
-        if shown is not None and shown != shown_digest(a.arguments):
+        if shown is not None and shown != payload_digest(a.arguments):
             out.append(Problem(where, "the arguments it shows the approver differ from the audited request"))
         expires = _time(asked.get("expires_at"))
         if expires is None or (a.expires_at > expires if before_run else a.expires_at != expires):

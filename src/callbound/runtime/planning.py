@@ -30,9 +30,9 @@ from ..core.types import ModelTurn, error_result
 from .crash import crash_point, ledger_disabled
 from .decisions import approver_still_allowed, reload_into, revalidated
 from .execute import ledger_entry, seal
-from .integrity import plan_digest, shown_digest
+from .integrity import plan_digest
 from .operation import PLANNED, WAITING, CallRecord, CurrentTurn, Operation
-from .results import call_arguments_json
+from .results import call_arguments_json, payload_digest
 
 if TYPE_CHECKING:
     from ..core.registry import ToolSpec
@@ -108,7 +108,7 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
                     "argument_digest": approval.argument_digest,
                     # what the approver is shown (redacted): held to the chain like the digest, so an
                     # edited display cannot get a different amount approved (D17, D20)
-                    "shown_sha256": shown_digest(approval.arguments),
+                    "shown_sha256": payload_digest(approval.arguments),
                     "expires_at": approval.expires_at.isoformat(),
                 },
                 runner.audit_key,

@@ -142,9 +142,9 @@ def ledger_key(runner: Runner, op: Operation, rec: CallRecord, tool: str) -> str
 
 
 def payload_digest(value: Any) -> str | None:
-    """SHA-256 of a result's audit input or output (canonical JSON), which the chain records so that
-    the payload can be purged (set to null) but not changed (D20); None for null or a value with no
-    canonical form."""
+    """SHA-256 of a payload the chain vouches for by digest (canonical JSON): a result's audit input and
+    output, which can be purged (set to null) but not changed (D20), and the arguments an approval shows;
+    None for null or a value with no canonical form."""
     if value is None:
         return None
     try:
