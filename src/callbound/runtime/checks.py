@@ -108,9 +108,11 @@ def checked_settings(settings: Any) -> dict[str, Any]:
     unknown = set(out) - SETTINGS_KEYS
     if unknown:
         raise UsageError(f"unknown model settings {sorted(unknown)}; allowed: {sorted(SETTINGS_KEYS)}")
-    for flag in ("reset_tool_choice", "stream", "store"):
+    if not isinstance(out.get("reset_tool_choice", True), bool):
+        raise UsageError("settings['reset_tool_choice'] must be True or False")
+    for flag in ("stream", "store"):
         # a flag of another type was sent as is or read by its truth ("false" streamed, 0 dropped store)
-        if flag in out and out[flag] is not None and not isinstance(out[flag], bool):
+        if out.get(flag) is not None and not isinstance(out[flag], bool):
             raise UsageError(f"settings[{flag!r}] must be True or False, not {out[flag]!r}")
     tokens = out.get("max_output_tokens")
     if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0):
