@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .adapters import get as get_adapter
-from .adapters.base import Adapter, StreamCaps, capped
+from .adapters.base import Adapter, StreamCaps, body_bytes, capped, response_too_large
 from .adapters.stream import StreamFeed
 from .core.errors import ProtocolViolation, ScriptExhausted, UsageError
 from .core.model import ProgressCallback, RequestMeta
@@ -148,10 +148,10 @@ class ScriptedModel:
         if isinstance(item, Stream | list):
             return self._play_stream(item, on_progress, model)
         if isinstance(item, dict | str | bytes):
-            if isinstance(item, str | bytes):
-                size = len(item.encode("utf-8") if isinstance(item, str) else item)
-                if size > (self.caps or StreamCaps()).max_body_bytes:
-                    return self._adapter.map_error(RawFailure("too_large"), model=model)
+            # every shape of a plain body is held to max_body_bytes, a dict as the JSON it stands for
+            # (the transports stop reading there, D1's "a byte cap")
+            if len(body_bytes(item)) > (self.caps or StreamCaps()).max_body_bytes:
+                return self._adapter.map_error(RawFailure("too_large"), model=model)
             return capped(self._adapter.parse_response(item, model=model), self.caps)
         raise UsageError(f"ScriptedModel cannot play a {type(item).__name__}")
 
@@ -172,11 +172,15 @@ class ScriptedModel:
             return stream.finish()
         digest = hashlib.sha256()
         cut = False
+        max_event = (self.caps or StreamCaps()).max_body_bytes
         for n, payload in enumerate(item):
             if isinstance(payload, StreamCut):
                 cut = True
                 break
             text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+            if len(text.encode("utf-8", "surrogatepass")) > max_event:
+                # as the SSE reader refuses an event over max_body_bytes (StreamFeed's max_event)
+                return response_too_large(asm.finish(digest.hexdigest()))
             digest.update(f"data: {text}\n\n".encode())
             for ev in asm.feed(payload):
                 if on_progress is not None:
