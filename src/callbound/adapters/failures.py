@@ -8,10 +8,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import ProtocolViolation
-from ..core.types import Failure, ModelTurn, Provenance, RawFailure
+from ..core.types import Failure, Finish, ModelTurn, Provenance, RawFailure
 from .base import body_bytes, decode_body, failure_turn, stream_cut_turn, too_large_turn
 from .sse import iter_payloads
 
@@ -225,3 +226,86 @@ def map_failure(
         reason="timeout" if failure.kind == "timeout" else "connection_error",
         failure=Failure(failure.kind, True, None, None, None, retry_after_seconds(failure.headers)),
     )
+
+
+# ---- OpenAI-shaped error objects (openai-responses, openai-chat and compatible servers) ------------------
+
+# Error codes and types saying the input exceeds the model's context window (D1: TRUNCATED, not an API
+# failure). llama.cpp's server names it by its type, under HTTP 400 or, in some versions, 500
+# (ggml-org/llama.cpp PR 15780): no retry makes the input fit, whatever the status says.
+CONTEXT_WINDOW_CODES = frozenset({"context_length_exceeded"})
+CONTEXT_WINDOW_TYPES = frozenset({"exceed_context_size_error"})
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReading:
+    """What an OpenAI-shaped error object says, with or without an HTTP status."""
+
+    finish: Finish
+    reason: str
+    retryable: bool
+    error_type: str | None
+    error_code: str | None
+    raw_stop_reason: str  # the status if there is one, else the code or type as sent (D32)
+    retry_after_s: float | None
+
+
+def error_fields(err: Any) -> tuple[str | None, str | None]:
+    """(type, code) of an error object; an int code is an HTTP status sent as a number (OpenRouter:
+    ``{"error": {"code": 400, ...}}``)."""
+    if not isinstance(err, dict):
+        return None, None
+    etype, code = err.get("type"), err.get("code")
+    if type(code) is int:
+        code = str(code)
+    return (etype if isinstance(etype, str) and etype else None), (
+        code if isinstance(code, str) and code else None
+    )
+
+
+def _status_code(code: str | None) -> int | None:
+    """A code that is itself an HTTP status ("500", "429": a proxy's response.failed, Azure's code)."""
+    return int(code) if code is not None and len(code) == 3 and code.isascii() and code.isdigit() else None
+
+
+def read_openai_error(
+    err: Any, status: int | None, headers: dict[str, str], retryable_codes: frozenset[str]
+) -> ErrorReading:
+    """One reading of an OpenAI-shaped error, the same failure whether it came as an HTTP error body, a
+    200 body, a stream's error event or chunk, or a ``failed`` response:
+    - a context-window error (a code, llama.cpp's type, or a message that says it) is TRUNCATED,
+      not retried (D1);
+    - a content filter (Azure's ``content_filter`` 400) is a REFUSAL (D1);
+    - a quota code, or a request alone over its per-minute limit, is not retried (D26);
+    - otherwise the status decides (D26), or, without one, a retryable code or type, or a code that is
+      itself a retryable status; a 429, or ``rate_limit_exceeded`` without a status, reads rate_limited."""
+    etype, code = error_fields(err)
+    message = err.get("message") if isinstance(err, dict) else None
+    quota = code in QUOTA_CODES or etype in QUOTA_CODES or says_request_over_rate_limit(message)
+    code_status = _status_code(code)
+    if status is not None:
+        retryable = http_retryable(status, "http") and not quota
+        raw = str(status)
+        limited = status == 429
+    else:
+        retryable = (
+            code in retryable_codes
+            or etype in retryable_codes
+            or (code_status is not None and http_retryable(code_status, "http"))
+        ) and not quota
+        raw = code or etype or "error"
+        limited = code_status == 429 or "rate_limit_exceeded" in (code, etype)
+    reason = "quota_exceeded" if quota else "rate_limited" if limited else "api_error"
+    finish = Finish.API_FAILURE
+    if (
+        code in CONTEXT_WINDOW_CODES
+        or etype in CONTEXT_WINDOW_TYPES
+        or (not quota and says_context_window_exceeded(status, message))
+    ):
+        # the input no longer fits, which no retry fixes and which is no server fault (pydantic/pydantic-ai
+        # tests/cassettes/test_context_window_exceeded/: HTTP 400, code context_length_exceeded, on both
+        # OpenAI APIs; OpenAI streams it as an error event, then response.failed)
+        finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
+    elif says_content_filtered(status, err):
+        finish, reason, retryable = Finish.REFUSAL, "content_filter", False
+    return ErrorReading(finish, reason, retryable, etype, code, raw, retry_after_in(headers, message))

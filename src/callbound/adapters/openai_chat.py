@@ -50,15 +50,7 @@ from .base import (
     result_text,
     synthetic_response_id,
 )
-from .failures import (
-    QUOTA_CODES,
-    http_retryable,
-    map_failure,
-    retry_after_in,
-    says_content_filtered,
-    says_context_window_exceeded,
-    says_request_over_rate_limit,
-)
+from .failures import map_failure, read_openai_error
 from .schema import openai_strict
 
 if TYPE_CHECKING:
@@ -69,11 +61,6 @@ PROVIDER = "openai"
 REVISION = "openai-chat/1"
 
 RETRYABLE_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded", "timeout"})
-# Error codes saying the input exceeds the model's context window (D1: TRUNCATED, not an API failure).
-CONTEXT_WINDOW_CODES = frozenset({"context_length_exceeded"})
-# llama.cpp's server names the error by its type, under HTTP 400 or, in some versions, 500 (ggml-org/llama.cpp
-# PR 15780): no retry makes the input fit, whatever the status says.
-CONTEXT_WINDOW_TYPES = frozenset({"exceed_context_size_error"})
 # DeepSeek stops a response "interrupted due to insufficient resource of the inference system": a server
 # fault, retried as a 5xx is (D26), not an unknown stop reason.
 SERVER_FAULT_FINISHES = frozenset({"insufficient_system_resource"})
@@ -219,15 +206,6 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str) -> ModelTurn:
     return turn(Finish.API_FAILURE, "unknown_stop_reason", Failure("status", False))
 
 
-def _error_fields(err: Any) -> tuple[str | None, str | None]:
-    if not isinstance(err, dict):
-        return None, None
-    code = err.get("code")
-    if type(code) is int:  # OpenRouter: {"error": {"code": 400, "message": ...}}, an HTTP status
-        code = str(code)
-    return _str(err.get("type")), _str(code)
-
-
 def _error_turn(
     err: Any,
     raw_sha256: str,
@@ -237,45 +215,13 @@ def _error_turn(
     response_id: str | None = None,
     model: str | None = None,
 ) -> ModelTurn:
-    """D26/D32: HTTP errors carry the status as raw_stop_reason; bodies and events without one the code."""
-    etype, code = _error_fields(err)
-    message = err.get("message") if isinstance(err, dict) else None
-    quota = code in QUOTA_CODES or etype in QUOTA_CODES or says_request_over_rate_limit(message)
-    http_code = int(code) if code is not None and code.isascii() and code.isdigit() else None
-    if status is not None:
-        retryable = http_retryable(status, "http") and not quota
-        raw = str(status)
-    else:
-        # D26 for an error without an HTTP status: retryable when its code or its type says so
-        # ({"type": "server_error", "code": "stream_failure"}), or when the code is itself a
-        # retryable HTTP status (OpenRouter error chunks carry {"code": 502}).
-        retryable = (
-            code in RETRYABLE_ERROR_CODES
-            or etype in RETRYABLE_ERROR_CODES
-            or (http_code is not None and http_retryable(http_code, "http"))
-        ) and not quota
-        raw = code or etype or "error"
-    # A status-less error chunk says it with its code as a 429 does with its status (Responses alike)
-    limited = (status if status is not None else http_code) == 429 or (
-        status is None and "rate_limit_exceeded" in (code, etype)
-    )
-    reason = "quota_exceeded" if quota else "rate_limited" if limited else "api_error"
-    finish = Finish.API_FAILURE
-    if (
-        code in CONTEXT_WINDOW_CODES
-        or etype in CONTEXT_WINDOW_TYPES
-        or (not quota and says_context_window_exceeded(status, message))
-    ):
-        # D1 lists "context window exceeded" under TRUNCATED: the input no longer fits, which no retry
-        # fixes and which is no server fault (pydantic/pydantic-ai tests/cassettes/test_context_window_exceeded/
-        # test_context_window_exceeded[openai_chat].yaml: HTTP 400, code context_length_exceeded), as
-        # openai-responses reads the same error. raw_stop_reason stays the status code (D32).
-        finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
-    elif says_content_filtered(status, err):
-        finish, reason, retryable = Finish.REFUSAL, "content_filter", False
+    """D26/D32: HTTP errors carry the status as raw_stop_reason; bodies and events without one the code
+    (``failures.read_openai_error``, as openai-responses reads the same errors)."""
+    r = read_openai_error(err, status, headers, RETRYABLE_ERROR_CODES)
     return failure_turn(
-        API, _provenance(model), raw_sha256, response_id=response_id, raw_stop_reason=raw, reason=reason,
-        failure=Failure(kind, retryable, status, etype, code, retry_after_in(headers, message)), finish=finish,
+        API, _provenance(model), raw_sha256, response_id=response_id, raw_stop_reason=r.raw_stop_reason,
+        reason=r.reason, finish=r.finish,
+        failure=Failure(kind, r.retryable, status, r.error_type, r.error_code, r.retry_after_s),
     )  # fmt: skip
 
 

@@ -58,15 +58,7 @@ from .base import (
     result_text,
     synthetic_response_id,
 )
-from .failures import (
-    QUOTA_CODES,
-    http_retryable,
-    map_failure,
-    retry_after_in,
-    says_content_filtered,
-    says_context_window_exceeded,
-    says_request_over_rate_limit,
-)
+from .failures import map_failure, read_openai_error
 from .schema import openai_strict
 
 if TYPE_CHECKING:
@@ -80,8 +72,6 @@ REVISION = "openai-responses/1"
 RETRYABLE_ERROR_CODES = frozenset(
     {"server_error", "rate_limit_exceeded", "server_is_overloaded", "slow_down", "timeout"}
 )
-# Error codes saying the input exceeds the model's context window (D1: TRUNCATED, not an API failure).
-CONTEXT_WINDOW_CODES = frozenset({"context_length_exceeded"})
 # settings["tool_choice"] strings the API takes (openai-python ToolChoiceOptions: "none", "auto", "required").
 TOOL_CHOICES = {"auto": "auto", "none": "none", "required": "required"}
 
@@ -112,55 +102,14 @@ def _usage(raw: Any) -> Usage:
     return Usage(_count(raw.get("input_tokens")), _count(raw.get("output_tokens")))
 
 
-def _error_fields(err: Any) -> tuple[str | None, str | None]:
-    if not isinstance(err, dict):
-        return None, None
-    etype = err.get("type")
-    code = err.get("code")
-    return (etype if isinstance(etype, str) else None), (code if isinstance(code, str) else None)
-
-
-def _retryable_code(etype: str | None, code: str | None) -> bool:
-    if code in QUOTA_CODES or etype in QUOTA_CODES:
-        return False
-    # A code that is itself an HTTP status ("500", "429"; a proxy's response.failed, Azure's error code)
-    # reads as that status does (D26), as on Chat
-    status = _status_code(code)
-    if status is not None:
-        return http_retryable(status, "http")
-    return code in RETRYABLE_ERROR_CODES or etype in RETRYABLE_ERROR_CODES
-
-
-def _status_code(code: str | None) -> int | None:
-    return int(code) if code is not None and len(code) == 3 and code.isascii() and code.isdigit() else None
-
-
-def status_less_failure(etype: str | None, code: str | None, message: Any) -> tuple[Finish, str, bool]:
-    """(finish, reason, retryable) of an error that comes without an HTTP status: a ``failed``
-    response (plain, or a stream's terminal snapshot) or an ``error`` stream event. It reads as the same
-    error in an HTTP error body does (``_error_body_turn``), the same failure streamed or not: a
-    context-window error is TRUNCATED (D1; OpenAI streams it as an ``error`` event with code
-    context_length_exceeded and then ``response.failed``), a quota code is fatal (D26)."""
-    quota = code in QUOTA_CODES or etype in QUOTA_CODES or says_request_over_rate_limit(message)
-    if code in CONTEXT_WINDOW_CODES or (not quota and says_context_window_exceeded(None, message)):
-        return Finish.TRUNCATED, "context_window_exceeded", False
-    if quota:
-        return Finish.API_FAILURE, "quota_exceeded", False
-    if code == "content_filter":  # a policy stop, as the same code in an HTTP 400 body reads (D1)
-        return Finish.REFUSAL, "content_filter", False
-    limited = "rate_limit_exceeded" in (code, etype) or _status_code(code) == 429  # as an HTTP 429 reads
-    return Finish.API_FAILURE, "rate_limited" if limited else "api_error", _retryable_code(etype, code)
-
-
-def _event_error_fields(event: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The ``error`` stream event comes flat (SDK: ``code``/``message`` beside ``type: "error"``) or
-    nested (recordings: ``error: {type, code, message}``). In the flat shape ``type`` names the event,
-    not the error."""
+def event_error(event: dict[str, Any]) -> dict[str, Any]:
+    """The error object of an ``error`` stream event, which comes flat (SDK: ``code``/``message`` beside
+    ``type: "error"``) or nested (recordings: ``error: {type, code, message}``). In the flat shape
+    ``type`` names the event, not the error."""
     nested = event.get("error")
     if isinstance(nested, dict):
-        return _error_fields(nested)
-    code = event.get("code")
-    return None, code if isinstance(code, str) else None
+        return nested
+    return {"type": None, "code": event.get("code"), "message": event.get("message")}
 
 
 def _hosted_shell(item: dict[str, Any]) -> bool:
@@ -332,16 +281,10 @@ def turn_from_response(
             return turn(Finish.TRUNCATED, why, "max_messages")
         return turn(Finish.API_FAILURE, why or "incomplete", "unknown_stop_reason", Failure("status", False))
     if status == "failed":
-        error = resp.get("error")
-        etype, code = _error_fields(error)
-        message = error.get("message") if isinstance(error, dict) else None
-        finish, reason, retryable = status_less_failure(etype, code, message)
-        return turn(
-            finish,
-            code or etype or "failed",
-            reason,
-            Failure("status", retryable, None, etype, code, retry_after_in({}, message)),
-        )
+        # read as the same error in an HTTP error body or an error event is (the same failure, streamed or not)
+        r = read_openai_error(resp.get("error"), None, {}, RETRYABLE_ERROR_CODES)
+        failure = Failure("status", r.retryable, None, r.error_type, r.error_code, r.retry_after_s)
+        return turn(r.finish, r.error_code or r.error_type or "failed", r.reason, failure)
     if status == "cancelled":
         return turn(Finish.API_FAILURE, "cancelled", "cancelled", Failure("status", False))
     raw = status if isinstance(status, str) else None
@@ -355,41 +298,22 @@ def _error_body_turn(
     headers: dict[str, str],
     model: str | None = None,
 ) -> ModelTurn:
-    etype, code = _error_fields(err)
-    quota = code in QUOTA_CODES or etype in QUOTA_CODES or says_request_over_rate_limit(err.get("message"))
-    if status is not None:
-        retryable = http_retryable(status, "http") and not quota
-        raw = str(status)
-    else:
-        retryable = _retryable_code(etype, code)
-        raw = code or etype or "error"
-    reason = "quota_exceeded" if quota else "rate_limited" if status == 429 else "api_error"
-    finish = Finish.API_FAILURE
-    if code in CONTEXT_WINDOW_CODES or (
-        not quota and says_context_window_exceeded(status, err.get("message"))
-    ):
-        # D1 lists "context window exceeded" under TRUNCATED: the input no longer fits, which no retry
-        # fixes and which is no server fault (pydantic/pydantic-ai tests/cassettes/
-        # test_context_window_exceeded/test_openai_responses_context_window_exceeded.yaml: HTTP 400,
-        # code context_length_exceeded). raw_stop_reason stays the status code (D32).
-        finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
-    elif says_content_filtered(status, err):
-        finish, reason, retryable = Finish.REFUSAL, "content_filter", False
+    r = read_openai_error(err, status, headers, RETRYABLE_ERROR_CODES)
     return failure_turn(
         API,
         _provenance(model),
         raw_sha256,
         response_id=None,
-        raw_stop_reason=raw,
-        reason=reason,
-        finish=finish,
+        raw_stop_reason=r.raw_stop_reason,
+        reason=r.reason,
+        finish=r.finish,
         failure=Failure(
             "http" if status is not None else "error_body",
-            retryable,
+            r.retryable,
             status,
-            etype,
-            code,
-            retry_after_in(headers, err.get("message")),
+            r.error_type,
+            r.error_code,
+            r.retry_after_s,
         ),
     )
 

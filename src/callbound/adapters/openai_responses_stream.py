@@ -31,16 +31,14 @@ from .base import (
     too_large_turn,
     utf8_len,
 )
-from .failures import (
-    retry_after_in,
-)
+from .failures import read_openai_error
 from .openai_responses import (
     API,
-    _event_error_fields,
+    RETRYABLE_ERROR_CODES,
     _provenance,
     _usage,
+    event_error,
     says_unfinished,
-    status_less_failure,
     turn_from_response,
 )
 from .sse import JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
@@ -477,8 +475,7 @@ class _Assembler:
                     self._error_turn(prov, raw_sha256, resp["id"]), usage=_usage(resp.get("usage"))
                 )
             if resp.get("status") == "failed" and not resp.get("error") and self._error is not None:
-                etype, code = _event_error_fields(self._error)
-                resp["error"] = {"type": etype, "code": code, "message": self._error_message()}
+                resp["error"] = event_error(self._error)
             output, unfinished, refusals = self._final_output(resp)
             turn = turn_from_response(resp, raw_sha256, output, unfinished=unfinished, refusals=refusals)
             # Checked only where the calls would run, as ``base.capped`` does: a refused, failed or
@@ -498,22 +495,14 @@ class _Assembler:
 
     def _error_turn(self, prov: Provenance, raw_sha256: str, response_id: str | None) -> ModelTurn:
         assert self._error is not None
-        etype, code = _event_error_fields(self._error)
-        message = self._error_message()
-        finish, reason, retryable = status_less_failure(etype, code, message)
+        r = read_openai_error(event_error(self._error), None, {}, RETRYABLE_ERROR_CODES)
         return failure_turn(
             API,
             prov,
             raw_sha256,
             response_id=response_id,
-            raw_stop_reason=code or etype or "error",
-            reason=reason,
-            failure=Failure("error_event", retryable, None, etype, code, retry_after_in({}, message)),
-            finish=finish,
+            raw_stop_reason=r.raw_stop_reason,
+            reason=r.reason,
+            failure=Failure("error_event", r.retryable, None, r.error_type, r.error_code, r.retry_after_s),
+            finish=r.finish,
         )
-
-    def _error_message(self) -> Any:
-        """The error event's message: nested (``error.message``) or flat beside ``code``."""
-        assert self._error is not None
-        nested = self._error.get("error")
-        return nested.get("message") if isinstance(nested, dict) else self._error.get("message")
