@@ -30,6 +30,13 @@ def bad_settings(api: str) -> list[dict[str, Any]]:
         out.append({"tool_choice": "any"})  # Anthropic's word; the others refuse it
     if api == "openai-chat":
         out += [{"extra": {"n": 2}}, {"extra": {"n": 0}}]
+    if api == "openai-responses":
+        # WIRE 1.5: a conversation cannot be chained with previous_response_id, and replaying into it
+        # would add the whole transcript to it again on every request
+        out += [
+            {"extra": {"conversation": "conv_1"}},
+            {"extra": {"conversation": {"id": "conv_1"}}, "continuation": "previous_response_id"},
+        ]
     out.append({"extra": "not a dict"})  # no adapter can merge it
     return out
 
@@ -65,3 +72,9 @@ def test_the_message_names_the_setting_and_the_allowed_values() -> None:
         cb.Runner(model=model, registry=registry(), settings={"tool_choice": "any"})
     with pytest.raises(cb.UsageError, match=r"settings\['extra'\]|extra"):
         cb.Runner(model=ScriptedModel("openai-chat", []), registry=registry(), settings={"extra": {"n": 2}})
+
+
+def test_a_responses_conversation_is_refused_with_what_to_do_instead() -> None:
+    model = ScriptedModel("openai-responses", [])
+    with pytest.raises(cb.UsageError, match=r"conversation.*continuation.*previous_response_id"):
+        cb.Runner(model=model, registry=registry(), settings={"extra": {"conversation": "conv_1"}})

@@ -8,6 +8,8 @@
   with ``store: false`` there is nothing to chain to, and requests replay the transcript, as they do
   after a response without an id (D7: the synthetic id is never sent). ``extra["previous_response_id"]``
   seeds the first request; the runner's chain replaces it from the second request on.
+  ``extra["conversation"]`` raises ``UsageError``: a conversation would receive the replayed transcript
+  again on every request, and cannot be combined with ``previous_response_id``.
 - Status mapping (D1): ``completed`` → TOOL_PROPOSALS if function_call items else FINAL_TEXT;
   a plain body whose ``output`` is missing, not a list or holds anything but objects → API_FAILURE
   (malformed_response, not retryable; raw_stop_reason ``completed``);
@@ -38,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ProtocolViolation
+from ..core.errors import ProtocolViolation, UsageError
 from ..core.registry import ToolDeclaration
 from ..core.types import (
     Failure,
@@ -370,6 +372,15 @@ class OpenAIResponsesAdapter:
     ) -> dict[str, Any]:
         body: dict[str, Any] = {}
         extra: dict[str, Any] = settings.get("extra") or {}
+        if isinstance(extra, dict) and extra.get("conversation") is not None:
+            # A conversation holds the items server-side and prepends them to every request: replayed,
+            # each request would add the whole transcript to it again (the model then sees every call
+            # twice), and it cannot be combined with previous_response_id (WIRE 1.5: 400).
+            raise UsageError(
+                "openai-responses: extra['conversation'] is not supported: callbound keeps the "
+                "transcript itself; leave it out, or set settings['continuation'] = "
+                "'previous_response_id' to use the provider's stored state"
+            )
         # store: false (a setting, or passed through extra) keeps nothing to chain to, so such requests
         # replay the whole transcript (as gemini-interactions does); previous_response_id would be
         # refused. A synthetic response id (cb:..., a body without "id") is never sent (D7) either.
