@@ -497,6 +497,44 @@ async def test_repeating_after_no_progress_stops_with_escalation() -> None:
     assert error_code(last_outputs(h.model)["call_2"]) == "NO_PROGRESS"
 
 
+@pytest.mark.parametrize("other", ["write", "irreversible"])
+async def test_a_repeat_after_no_progress_stops_before_the_turns_other_calls_run(other: str) -> None:
+    """D13 (3), and "nothing of the tripping turn runs": the repeat is known when the turn is planned,
+    so the write proposed beside it neither runs nor asks a human (it ran before the stop)."""
+    reads, writes = Counter(), Counter()
+    a1 = {"order_id": "A1"}
+    same = [calls(f"resp_{i}", fc(f"call_{i}", "get_order", a1)) for i in (1, 2, 3)]  # run, run, NO_PROGRESS
+    other_call = (
+        fc("call_5", "set_note", {"order_id": "B7"})
+        if other == "write"
+        else fc("call_5", "refund", {"order_id": "B7", "amount": 5.0})
+    )
+    script = [*same, calls("resp_4", fc("call_4", "get_order", a1), other_call), final("resp_f")]
+    tools = [get_order_tool(reads), write_tool(writes) if other == "write" else refund_tool(writes)]
+    h = make(script, tools, budgets=cb.Budgets(max_identical_calls=2, max_no_progress_turns=10))
+    out = await h.run()
+    assert_stopped(out, "NO_PROGRESS")
+    assert reads.n == 2
+    assert writes.calls == []
+    assert out.pending_approvals == ()
+    assert len(h.model.requests) == 4
+    assert out.escalation is not None
+    assert out.escalation["call_ids"] == ["call_4", "call_5"]
+    assert out.spent["tool_calls"] == 3  # the stopped turn's calls were never counted as made
+
+
+async def test_a_write_repeat_the_ledger_replays_is_no_repeat_after_no_progress() -> None:
+    """D13 (1) before (2): the same intent again is a replay of the recorded result, not a run, so it
+    never meets the repeat guard and never stops the operation."""
+    writes = Counter()
+    b7 = {"order_id": "B7"}
+    script = [*(calls(f"resp_{i}", fc(f"call_{i}", "set_note", b7)) for i in (1, 2, 3)), final("resp_f")]
+    h = make(script, [write_tool(writes)], budgets=cb.Budgets(max_identical_calls=1))
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED
+    assert len(writes.calls) == 1
+
+
 @pytest.mark.parametrize("max_parallel", [1, 4])
 @pytest.mark.parametrize(("proposed", "limit"), [(2, 1), (5, 2)])
 async def test_identical_reads_within_one_turn_count_even_when_concurrent(
@@ -518,6 +556,27 @@ async def test_identical_reads_within_one_turn_count_even_when_concurrent(
         sorted(error_code(r) or "ok" for r in res.values())
         == ["NO_PROGRESS"] * (proposed - limit) + ["ok"] * limit
     )
+
+
+async def test_a_read_whose_result_is_too_large_still_counts_as_a_run() -> None:
+    """D13 (2) with D11: the handler ran and returned a value (only sending it was refused), so the
+    same read is refused after max_identical_calls runs and its repeat stops the operation. Uncounted,
+    it re-ran on every repeat until the turn budget ran out."""
+    runs: list[int] = []
+
+    def big(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        runs.append(1)
+        return {"rows": "x" * (2000 + len(runs))}  # a log that grows a little each call
+
+    a1 = {"order_id": "A1"}
+    script = [calls(f"resp_{i}", fc(f"call_{i}", "get_order", a1)) for i in range(1, 9)]
+    budgets = cb.Budgets(max_result_bytes=1000, max_model_turns=8, max_no_progress_turns=10)
+    h = make([*script, final("f")], [get_order_tool(handler=big)], budgets=budgets)
+    out = await h.run()
+    assert_stopped(out, "NO_PROGRESS")
+    assert len(runs) == 2
+    assert error_code(last_outputs(h.model)["call_3"]) == "NO_PROGRESS"
+    assert len(h.model.requests) == 4
 
 
 async def test_failed_runs_do_not_count_as_identical_runs() -> None:

@@ -321,7 +321,9 @@ async def _run_read(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRec
     succeeded = False
     if outcome.kind == "ok":
         model_result, output = _result_for(spec, op, outcome.value)
-        succeeded = bool(model_result["ok"])
+        # D13 (2) counts runs: a handler that returned a value too large to send still ran, as a
+        # write's does (_count_run); uncounted, the same read re-ran on every repeat, never refused
+        succeeded = bool(model_result["ok"]) or model_result["error"]["code"] == RESULT_TOO_LARGE
         if succeeded:
             rec.identical_key = key
         seal(runner, op, turn, rec, spec, model_result, output)

@@ -54,6 +54,19 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
         return
     offered = frozenset(op.offered)
     plan = plan_turn(turn.calls, runner.registry, offered, runner._trusted_op(op), runner.policy.authorize)
+    repeated = [item.call.call_id for item in plan if _repeats_after_no_progress(runner, op, item)]
+    if repeated:
+        # D13 (3): the repeat ends the operation, known now, before any call of the turn runs or asks
+        # a human. Checked only after the results, the turn's other calls (a refund among them) ran
+        # for a model that was never told, as D15 keeps a turn over max_tool_calls from running.
+        runner._stop(
+            op,
+            "NO_PROGRESS",
+            f"the model repeated a call after being told it makes no progress (call {repeated[0]})",
+            response_id=turn.response_id,
+            call_ids=[c.call_id for c in turn.calls],
+        )
+        return
     op.spent.tool_calls += len(plan)
     records: list[CallRecord] = []
     cached = runner._turn_plain
@@ -144,6 +157,24 @@ def _repeat_refused_anyway(op: Operation, spec: ToolSpec, rec: CallRecord) -> bo
     (3)) instead of being told DENIED or making someone approve a call that cannot run."""
     key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
     return not identical_allowed(op.budgets, op.spent, key)
+
+
+def _repeats_after_no_progress(runner: Runner, op: Operation, item: Execute | NeedsApproval | Reject) -> bool:
+    """A call executing would refuse with NO_PROGRESS (D13 (2)) although the model was already told so
+    for these arguments: D13 (3). A write whose intent the ledger holds is replayed or reconciled
+    first (D13 (1)), not refused, so only a write the ledger holds nothing live for counts here."""
+    if isinstance(item, Reject):
+        return False
+    key = identical_key(item.spec.name, item.spec.schema_version, item.arguments_json)
+    spent = op.spent
+    told = key in spent.no_progress_keys or (spent.no_progress_warned and not spent.no_progress_keys)
+    if not told or identical_allowed(op.budgets, spent, key):
+        return False
+    if item.spec.is_write and item.idempotency_key is not None and not ledger_disabled():
+        entry = ledger_entry(runner, op, item.idempotency_key)
+        if entry is not None and entry.status is not LedgerStatus.FAILED:
+            return False
+    return True
 
 
 def after_plan(runner: Runner, op: Operation) -> None:
