@@ -134,6 +134,22 @@ def _result_for(spec: ToolSpec, op: Operation, value: Any) -> tuple[dict[str, An
     return ok_result(data), data
 
 
+def _replayed(op: Operation, spec: ToolSpec | None, recorded: dict[str, Any]) -> dict[str, Any]:
+    """A result the ledger replays (D13 (1)) under this operation's cap (D11): it was recorded under the
+    budgets and tool of the operation that ran the effect, which may have allowed more. Over the cap,
+    the model is told the effect was applied, as when the handler's own result is too large."""
+    if recorded.get("ok") is not True:
+        return recorded
+    cap = result_cap(op.budgets, spec.max_result_bytes if spec is not None else None)
+    size = len(canonical_bytes(recorded.get("data")))
+    if size <= cap:
+        return recorded
+    return error_result(
+        RESULT_TOO_LARGE,
+        f"the result is {size} bytes, over the {cap}-byte limit. The effect was applied; do not repeat the call.",
+    )
+
+
 def _ctx(runner: Runner, op: Operation, rec: CallRecord, spec: ToolSpec, attempt: int = 1) -> CallContext:
     # the nearer of the active deadline and not_after (D14)
     now = runner.clock.now()
@@ -232,7 +248,7 @@ def _tool_gone(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord) 
             entry = None
     if entry is not None and entry.status is LedgerStatus.SUCCEEDED and entry.result is not None:
         rec.effect, rec.producer = "replayed", "ledger"
-        seal(runner, op, turn, rec, None, entry.result)
+        seal(runner, op, turn, rec, None, _replayed(op, None, entry.result))
         return
     if entry is not None and entry.status in (LedgerStatus.STARTED, LedgerStatus.UNKNOWN):
         rec.status = UNKNOWN
@@ -476,7 +492,7 @@ async def _run_write(
     if action is LedgerAction.REPLAY:
         assert entry is not None and entry.result is not None
         rec.effect, rec.producer = "replayed", "ledger"
-        seal(runner, op, turn, rec, spec, entry.result)
+        seal(runner, op, turn, rec, spec, _replayed(op, spec, entry.result))
         return
     if action is LedgerAction.RECONCILE:
         # STARTED left by a crash, or UNKNOWN from an earlier timeout: never re-run blindly. Taking it

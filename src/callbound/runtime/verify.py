@@ -8,13 +8,15 @@ recomputation. Changing any stored audit row or result makes verification name t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
 
 from ..core.audit import verify_chain
 from ..core.binding import TrustedCall, compute_binding, request_sha256
-from ..core.canonical import canonical_json, canonical_sha256
+from ..core.canonical import canonical_bytes, canonical_json, canonical_sha256
+from ..core.dispatch import RESULT_TOO_LARGE
 from ..core.errors import CanonicalizationError
 from ..core.idempotency import LedgerEntry, LedgerStatus
 from ..core.snapshot import SNAPSHOT_VERSION, turn_from_dict
@@ -204,7 +206,12 @@ def _envelope_problems(
             replayed = effect == "replayed"
             # A settled entry's result was recorded by a human (``callbound ledger settle``), not by
             # this operation: only later replays of it are held to it.
-            if replayed or (entry.operation_id == head["operation_id"] and entry.settled is None):
+            if replayed and _capped_replay(env["model_result"]):
+                # the recorded result was over this operation's cap (D11): the model was told its size
+                if not _size_told_truly(env["model_result"], entry.result):
+                    why = "the replayed result's size differs from the result the ledger recorded"
+                    whys.append((f"ledger {ledger_key}", why))
+            elif replayed or (entry.operation_id == head["operation_id"] and entry.settled is None):
                 ledger_results.setdefault((ledger_key, replayed), set()).add(p.get("result_sha256"))
                 ledger_entries[ledger_key] = entry
     trusted = TrustedCall(
@@ -237,6 +244,29 @@ def _envelope_problems(
     elif want != p.get("call_binding_sha256"):
         whys.append((None, "binding does not match its trusted context"))
     return _Found(want, whys)
+
+
+_TOO_LARGE = re.compile(r"the result is (\d+) bytes, over the (\d+)-byte limit\.")
+
+
+def _capped_replay(model_result: dict[str, Any]) -> bool:
+    error = model_result.get("error")
+    return (
+        model_result.get("ok") is False and isinstance(error, dict) and error.get("code") == RESULT_TOO_LARGE
+    )
+
+
+def _size_told_truly(model_result: dict[str, Any], recorded: dict[str, Any]) -> bool:
+    """A replay over the cap (execute._replayed) names the recorded result's canonical size, which must
+    be over the cap it names."""
+    found = _TOO_LARGE.match(str(model_result["error"].get("message", "")))
+    if found is None or recorded.get("ok") is not True:
+        return False
+    try:
+        size = len(canonical_bytes(recorded.get("data")))
+    except CanonicalizationError:
+        return False
+    return int(found.group(1)) == size and size > int(found.group(2))
 
 
 def _payload_problems(p: dict[str, Any], audit: dict[str, Any]) -> list[tuple[str | None, str]]:
