@@ -6,6 +6,7 @@ process reading what was stored)."""
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import os
 from collections.abc import Iterable
@@ -55,11 +56,22 @@ def check_runner_args(
     hooks: dict[str, Any],
 ) -> None:
     """The Runner's arguments, each of the kind it must be."""
+    for name, value in (("model", model), ("store", store), ("clock", clock)):
+        if isinstance(value, type):
+            # the class itself has every method the checks below look for, as plain functions
+            raise UsageError(f"Runner({name}=...) takes an instance, not the class: {value.__name__}(...)")
     adapter = getattr(model, "adapter", None)
     if adapter is None or not callable(getattr(model, "complete", None)):
         raise UsageError(
             f"Runner(model=...) needs a model client (callbound.testing.ScriptedModel or a client from "
             f"callbound.transports), not {_kind(model)}"
+        )
+    if not _is_async(model.complete):
+        # awaited by the runner: a plain function's answer was taken for a failed request and asked
+        # again (each answer paid for, then thrown away)
+        raise UsageError(
+            f"Runner(model=...): {_kind(model)}.complete must be an async function "
+            "(async def complete(self, body, *, stream, meta, on_progress=None) -> ModelTurn)"
         )
     if not isinstance(registry, Registry):
         raise UsageError(
@@ -98,6 +110,59 @@ def check_runner_args(
     for name, hook in hooks.items():
         if hook is not None and not callable(hook):
             raise UsageError(f"Runner({name}=...) takes a function or None, not {_kind(hook)}")
+
+
+def _is_async(function: Any) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 - an object whose __call__ is async
+    )
+
+
+def check_messages(messages: Any) -> list[dict[str, Any]]:
+    """``Runner(messages=...)``: earlier provider-native messages, sent first on every request of every
+    operation: a list of JSON objects with encodable text. A str was split into characters and sent."""
+    if isinstance(messages, str | bytes | dict) or not isinstance(messages, list | tuple):
+        raise UsageError(
+            f"Runner(messages=...) takes a list of provider-native message dicts, not {_kind(messages)}; "
+            "pass the user's text to run(input=...)"
+        )
+    for i, item in enumerate(messages):
+        if not isinstance(item, dict):
+            raise UsageError(f"Runner(messages=...) item {i} is a {_kind(item)}, not a message dict")
+        try:
+            canonical_json(item)
+        except (CallboundError, TypeError, ValueError) as exc:
+            raise UsageError(f"Runner(messages=...) item {i} is not plain JSON: {exc}") from exc
+    return copy.deepcopy(list(messages))
+
+
+def check_extra(api: str, extra: dict[str, Any]) -> None:
+    """``settings['extra']`` adds request fields callbound has no setting for (D25). A field callbound
+    itself sets from a setting or the transcript would be overwritten by it: another model than the
+    one priced (``max_cost`` counted at the wrong price), a stream the runner did not ask for, or the
+    transcript replaced. Its values go on the wire as JSON: NaN or a Decimal failed every request."""
+    for key, instead in (*_MANAGED_EVERYWHERE.items(), *_MANAGED_BY_API.get(api, {}).items()):
+        if key in extra:
+            raise UsageError(f"settings['extra'][{key!r}] is set by callbound; use {instead}")
+    try:
+        canonical_json(extra)
+    except (CallboundError, TypeError, ValueError) as exc:
+        raise UsageError(f"settings['extra'] must hold plain JSON values: {exc}") from exc
+
+
+_MANAGED_EVERYWHERE = {"model": "settings['model']", "stream": "settings['stream']"}
+_TRANSCRIPT = "run(input=...) and Runner(messages=...)"
+_MANAGED_BY_API: dict[str, dict[str, str]] = {
+    "openai-responses": {"input": _TRANSCRIPT, "instructions": "Runner(instructions=...)"},
+    "openai-chat": {"messages": _TRANSCRIPT},
+    "anthropic-messages": {"messages": _TRANSCRIPT, "system": "Runner(instructions=...)"},
+    "gemini-generate": {
+        "contents": _TRANSCRIPT,
+        "systemInstruction": "Runner(instructions=...)",
+        "system_instruction": "Runner(instructions=...)",
+    },
+    "gemini-interactions": {"input": _TRANSCRIPT, "system_instruction": "Runner(instructions=...)"},
+}
 
 
 def checked_settings(settings: Any) -> dict[str, Any]:
@@ -169,6 +234,8 @@ def check_settings_for(
     than 1, an ``extra`` that is no dict) are refused now, as D9 refuses a schema when the registry is
     bound: not at the first model request, after the operation was stored (D4, D25). One throwaway
     request is built with no items: no I/O, and the adapter's own rules are the ones applied."""
+    if settings.get("extra"):
+        check_extra(getattr(adapter, "api", ""), settings["extra"])
     try:
         adapter.build_request(
             items=[],
@@ -224,6 +291,12 @@ def check_new_operation(input: Any, tenant: Any, subject: Any, operation_id: Any
             "Runner(messages=[...])"
         )
     check_text("input", input)
+    if input is not None and not input.strip():
+        # an empty user message: Anthropic refuses it ("all messages must have non-empty content"),
+        # and for any model it asks nothing
+        raise UsageError("input is empty; pass the user's text, or None to send no new user message")
+    for name, value in (("tenant", tenant), ("subject", subject), ("operation_id", operation_id)):
+        check_text(name, value)
 
 
 def check_operation_id(operation_id: Any) -> None:
@@ -234,6 +307,7 @@ def check_operation_id(operation_id: Any) -> None:
 def check_tenant(tenant: Any) -> None:
     if not isinstance(tenant, str) or not tenant:
         raise UsageError(f"tenant must be a non-empty str, not {tenant!r}")
+    check_text("tenant", tenant)
 
 
 def checked_decisions(decisions: Any) -> list[Decision]:

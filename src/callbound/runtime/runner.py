@@ -40,6 +40,7 @@ from ..stores.memory import MemoryStore
 from .cancel import cancel
 from .checks import (
     app_reference,
+    check_messages,
     check_new_operation,
     check_operation_id,
     check_runner_args,
@@ -115,7 +116,7 @@ class Runner:
         self.clock: Clock = clock or SystemClock()
         self.policy = policy or Policy()
         self.instructions = instructions
-        self.messages = list(messages)
+        self.messages = check_messages(messages)
         self.settings = checked_settings(settings)
         self.ids: IdSource = ids or RandomIds()
         self.prices = dict(prices or {})
@@ -214,6 +215,9 @@ class Runner:
     def cancel(self, operation_id: str, reason: str = "cancelled by a user") -> Outcome:
         """End an operation STOPPED(CANCELLED). Refused while a write handler is running, because its
         effect would be left unknown."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise UsageError(f"cancel(reason=...) takes a non-empty str, not {reason!r}")
+        check_text("cancel(reason=...)", reason)
         return cancel(self, operation_id, reason)
 
     def approve(
@@ -454,6 +458,13 @@ class Runner:
             raise
         except Exception as exc:  # D4: a failed request, never a crash half-way
             turn = raised_turn(self.adapter, self.settings.get("model"), op.operation_id, exc)
+        if not isinstance(turn, ModelTurn):
+            # a custom client's bug, not a provider failure: nothing of it is recorded, and the
+            # operation stays where it was (resumable once the client is fixed)
+            raise UsageError(
+                f"{type(self.model).__name__}.complete() returned a {type(turn).__name__}, not a ModelTurn: "
+                "build it with the adapter (self.adapter.parse_response(body) or its stream_assembler)"
+            )
         # The request's own time counts first: one that used up the deadline stops its calls (D14).
         self._tick(op)
         op.model_requests += 1
