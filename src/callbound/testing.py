@@ -6,7 +6,8 @@ so a resumed process or another worker continues the script. Each response is on
 
 - a dict (or bytes/str of JSON): a plain response body;
 - a list of stream events (dicts, ``"[DONE]"``, or a ``StreamCut()`` marker that drops the
-  connection there), or raw SSE / JSON-lines text wrapped in ``Stream(text)``;
+  connection there), or raw SSE / JSON-lines text (as a str, or wrapped in ``Stream(text)`` to set its
+  chunk size);
 - ``ApiError(status, body, headers)``: an HTTP error, classified by the adapter's ``map_error``.
 
 Every request is recorded in ``.requests`` and, by default, checked against the provider's rules
@@ -26,6 +27,7 @@ from typing import Any
 
 from .adapters import get as get_adapter
 from .adapters.base import Adapter, StreamCaps, body_bytes, capped, response_too_large
+from .adapters.sse import looks_like_stream
 from .adapters.stream import StreamFeed
 from .core.errors import ProtocolViolation, ScriptExhausted, UsageError
 from .core.model import ProgressCallback, RequestMeta
@@ -89,6 +91,17 @@ class FakeClock:
         self.mono += seconds
 
 
+def _is_stream_text(item: str | bytes) -> bool:
+    """Text that is a stream, not one body: SSE fields, or several JSON lines. Anything else (JSON, or
+    text that is no JSON, which a script may hold to play a malformed body) stays a plain body."""
+    head = item[:4096].decode("utf-8", "replace") if isinstance(item, bytes) else item[:4096]
+    stripped = head.lstrip("\ufeff \t\r\n")
+    if stripped.startswith(("event:", "data:", "id:", "retry:")):
+        return True
+    text = item.decode("utf-8", "replace") if isinstance(item, bytes) else item
+    return stripped.startswith("{") and looks_like_stream(text) == "jsonl"
+
+
 class ScriptedModel:
     """Plays ``responses`` in order, one per request (D24): a body (dict, JSON text or bytes), a
     ``Stream`` of raw bytes, a list of stream event payloads, or a ``RawFailure``. A response may also
@@ -145,6 +158,8 @@ class ScriptedModel:
     def _play(self, item: Any, on_progress: ProgressCallback | None, model: str | None) -> ModelTurn:
         if isinstance(item, RawFailure):
             return self._adapter.map_error(item, model=model)
+        if isinstance(item, str | bytes) and _is_stream_text(item):
+            item = Stream(item)  # raw SSE or JSON-lines text, as issue 3 §4 lets a script hold it
         if isinstance(item, Stream | list):
             return self._play_stream(item, on_progress, model)
         if isinstance(item, dict | str | bytes):
