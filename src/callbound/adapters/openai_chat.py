@@ -16,9 +16,14 @@
   the status (D32), as in openai-responses.
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
 - Settings: ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or ``{"name": ...}``, and
-  ``extra["n"]`` only 1: one choice is read, so anything else raises ``UsageError``.
+  ``extra["n"]`` only 1: one choice is read, so anything else raises ``UsageError``. ``extra["tools"]``
+  is added after the registry's tools (a non-list, or a registry tool's name, raises ``UsageError``).
+- ``finish_reason: "error"`` with an error object (OpenRouter's HTTP-200 error, in ``choices[0].error``
+  or beside the choices) is read from that error, as the same error streamed is (D26, D32).
 - Streaming: one chunk per ``data:`` line; tool-call fragments keyed by ``index`` (id and name only
-  on the first fragment); the usage chunk has ``choices: []``; the stream is complete only when a
+  on the first fragment; one bringing another id and a name at an index a call holds opens a new call,
+  as Ollama reuses index 0); object arguments are kept and echoed as a plain body's; the usage chunk
+  has ``choices: []``; the stream is complete only when a
   finish_reason was seen and ``[DONE]`` arrived. Fragments (arguments, content, refusal) are kept as
   lists and joined once, re-pairing a character split over two chunks as surrogate halves. Chunks
   that carry only one argument fragment are read from the raw event text without the JSON parser
@@ -28,6 +33,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ProtocolViolation, UsageError
@@ -150,8 +156,9 @@ def _calls(message: dict[str, Any], rid: str) -> tuple[list[ToolCall], bool, boo
     return calls, complete, foreign
 
 
-def turn_from_completion(resp: dict[str, Any], raw_sha256: str) -> ModelTurn:
-    """Map a complete chat.completion object (plain body or rebuilt from a stream) to a ModelTurn."""
+def turn_from_completion(resp: dict[str, Any], raw_sha256: str, error_kind: str = "error_body") -> ModelTurn:
+    """Map a complete chat.completion object (plain body or rebuilt from a stream) to a ModelTurn.
+    ``error_kind``: the Failure kind of an error object read with finish_reason ``error``."""
     prov = _provenance(resp.get("model"))
     rid = _str(resp.get("id")) or synthetic_response_id(raw_sha256)
     choices = resp.get("choices")
@@ -162,6 +169,7 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str) -> ModelTurn:
     message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
     finish_reason = choice.get("finish_reason")
     raw_reason = finish_reason if isinstance(finish_reason, str) else None
+    error = choice.get("error") if isinstance(choice.get("error"), dict) else resp.get("error")
     calls, complete, foreign = _calls(message, rid)
     # An empty refusal is no refusal: streams open with ``"refusal": ""`` even when the turn then ends
     # on ``length`` (openai/openai-python .inline-snapshot 7ae6c1a2631b, max_tokens=1).
@@ -186,6 +194,13 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str) -> ModelTurn:
 
     if refusal is not None:  # D31: a refusal wins over a normal stop and over complete calls
         return turn(Finish.REFUSAL, "refusal")
+    if raw_reason == "error" and isinstance(error, dict):
+        # OpenRouter's error after some tokens, sent with HTTP 200 (openrouter.ai/docs errors, "Mid-Stream
+        # Errors"): finish_reason "error" and the error object in choices[0].error or beside the choices.
+        # Read as the same error streamed is (an error chunk, ``_error_turn``): D26/D32 decide from the
+        # error's code (502: api_error, retried), not unknown_stop_reason. The usage still counts (D27).
+        failed = _error_turn(error, raw_sha256, None, {}, error_kind, rid, prov.model)
+        return replace(failed, usage=_usage(resp.get("usage")))
     if raw_reason == "content_filter":
         return turn(Finish.REFUSAL, "content_filter")
     if raw_reason == "length":
@@ -223,6 +238,31 @@ def _error_turn(
         reason=r.reason, finish=r.finish,
         failure=Failure(kind, r.retryable, status, r.error_type, r.error_code, r.retry_after_s),
     )  # fmt: skip
+
+
+def _with_extra_tools(tools: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """The registry's rendered tools, then the tools of ``extra["tools"]``: added, never replacing the
+    registry's (a merged body would drop them all). A name the registry already uses would make two
+    tools of one name, and a call to it ambiguous (which one ran?): ``UsageError``, when the Runner is
+    built (``runtime.checks.check_settings_for``)."""
+    if "tools" not in extra:
+        return tools
+    added = extra["tools"]
+    if not isinstance(added, list):
+        raise UsageError(
+            f"openai-chat: settings['extra']['tools'] must be a list, not {type(added).__name__}"
+        )
+    own = {t["function"].get("name") for t in tools if isinstance(t.get("function"), dict)}
+    for tool in added:
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        spec = tool.get(kind) if isinstance(tool, dict) and isinstance(kind, str) else None
+        name = spec.get("name") if isinstance(spec, dict) else None  # function.name, custom.name
+        if isinstance(name, str) and name in own:
+            raise UsageError(
+                f"openai-chat: settings['extra']['tools'] declares {name!r}, which the registry "
+                "already renders; give the extra tool another name or leave it out"
+            )
+    return [*tools, *added]
 
 
 class OpenAIChatAdapter:
@@ -305,6 +345,7 @@ class OpenAIChatAdapter:
         if settings.get("model"):
             body["model"] = settings["model"]
         body["messages"] = [{"role": "system", "content": instructions}, *items] if instructions else items
+        tools = _with_extra_tools(tools, extra)
         if tools:
             body["tools"] = tools
         # The API takes only these (openai-python ToolChoiceOptions, or a named function); anything
@@ -324,7 +365,7 @@ class OpenAIChatAdapter:
             body["stream"] = True
             # Without include_usage a stream reports no tokens at all (WIRE.md 2.4).
             body["stream_options"] = {"include_usage": True}
-        body.update(extra)
+        body.update({key: value for key, value in extra.items() if key != "tools"})  # tools: added above
         if stream:
             body["stream"] = True  # the transport reads a stream; extra cannot turn that off
         return body

@@ -4,22 +4,27 @@ one fragment take a fast path that reads them without a JSON parse."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..core.arguments import parse_arguments
 from ..core.model import ProgressCallback
 from ..core.types import (
     ArgumentsProgress,
     CallReady,
     CallStarted,
+    Failure,
+    Finish,
     ModelTurn,
     Progress,
 )
 from .base import (
     StreamCaps,
     cap_tripped,
+    compact_json_len,
     join_fragments,
     stream_cut_turn,
     too_large_turn,
@@ -63,6 +68,26 @@ _MEMBER = (
 _FRAGMENT = rf"\{{(?:(?:(?<=\{{)|(?<!\{{),){_MEMBER})+\}}"
 _FRAGMENT_DATA = re.compile(_FRAGMENT)
 _FRAGMENT_EVENT = simple_event(_FRAGMENT)
+
+
+def _sorted(value: dict[str, Any]) -> str:
+    """An argument object as JSON text with sorted keys: two objects that say the same compare equal
+    (``True`` and ``1`` do not)."""
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+def _arguments_of(slot: _Slot) -> str | dict[str, Any]:
+    """A call's arguments as the plain body would hold them: the object when one was sent (D8: echoed
+    as received, as a plain body's message is), else the text fragments joined once."""
+    return slot.obj if slot.obj is not None else join_fragments(slot.args)
+
+
+def _whole(slot: _Slot) -> bool:
+    """The call's arguments are already one whole JSON object."""
+    if slot.obj is not None:
+        return True
+    last = next((a for a in reversed(slot.args) if a.strip()), "")
+    return last.rstrip().endswith("}") and parse_arguments(join_fragments(slot.args))[1] is None
 
 
 def _index(frag: dict[str, Any]) -> int | None:
@@ -150,13 +175,17 @@ class _Parts:
 class _Slot:
     """One streamed tool call: fragments are appended and joined once at the end."""
 
-    __slots__ = ("args", "extra", "id", "name", "nbytes", "started", "type")
+    __slots__ = ("args", "conflict", "extra", "id", "name", "nbytes", "obj", "started", "type")
 
     def __init__(self) -> None:
         self.id: str | None = None
         self.type: str | None = None
         self.name: str | None = None
         self.args: list[str] = []
+        # Arguments sent as a JSON object, not a string (LiteLLM's ollama_chat stream before BerriAI/
+        # litellm PR 37792): kept and echoed as the plain body reader keeps them (``_calls``, D5).
+        self.obj: dict[str, Any] | None = None
+        self.conflict = False  # a second, different object: which one did the model mean?
         self.extra: dict[str, Any] = {}  # provider members of the call (Gemini's extra_content), as sent
         self.nbytes = 0
         self.started = False
@@ -186,7 +215,14 @@ class _Assembler:
         self._detail_parts: list[dict[str, list[str]]] = []  # text fragments of each merged detail
         self._extra: dict[str, Any] = {}  # delta.extra_content (Gemini: a text part's thought signature)
         self._slots: dict[int, _Slot] = {}
+        # A call opened at an index another call already holds (Ollama 0.20.x sends every parallel call
+        # whole at index 0, each with its own id: ollama issue 15457, vercel/ai PR 14277) gets the next
+        # free key: _moved maps such a wire index to the key of its latest call, and _relocated holds
+        # the keys given that way, which a later wire index of the same number must not take.
+        self._moved: dict[int, int] = {}
+        self._relocated: set[int] = set()
         self._legacy: _Slot | None = None
+        self._choice_error: dict[str, Any] | None = None  # choices[0].error (OpenRouter)
         self._usage: dict[str, Any] | None = None
         self._choice_usage: dict[str, Any] | None = None
         self._finish_reason: str | None = None
@@ -240,6 +276,8 @@ class _Assembler:
         return out
 
     def _choice(self, choice: dict[str, Any], out: list[Progress]) -> None:
+        if isinstance(choice.get("error"), dict):  # read as the plain body's is (turn_from_completion)
+            self._choice_error = choice["error"]
         if isinstance(choice.get("usage"), dict):
             # Moonshot puts usage on the finishing choice; a top-level usage chunk still wins
             # (vercel/ai packages/moonshotai __fixtures__ moonshotai-stream-choice-usage, -usage-precedence).
@@ -303,10 +341,28 @@ class _Assembler:
             out.append(CallReady("#legacy"))
         return out
 
+    def _indexed(self, index: int) -> int:
+        """The slot key of the call now open at wire ``index`` (the index itself unless moved)."""
+        key = self._moved.get(index)
+        if key is None and index in self._relocated:  # that key holds a call moved from another index
+            key = self._moved[index] = max(self._slots) + 1
+            self._relocated.add(key)
+        return index if key is None else key
+
     def _key_for(self, frag: dict[str, Any], position: int, loose: list[dict[str, Any]]) -> int:
         index = _index(frag)
+        function = frag.get("function")
+        named = isinstance(function, dict) and _str(function.get("name")) is not None
         if index is not None:
-            return index
+            key = self._indexed(index) if self._relocated else index
+            held = self._slots.get(key)
+            fid = _str(frag.get("id"))
+            if held is not None and held.id and fid and fid != held.id and named:
+                # Another call reusing the index (Ollama, above). A new id alone is not enough: some
+                # proxies repeat an id on every fragment of one call; a new id with a name opens one.
+                key = self._moved[index] = max(self._slots) + 1
+                self._relocated.add(key)
+            return key
         # Some compatible servers omit index (vercel/ai moonshotai-stream-indexless-tool-calls): a new
         # id opens a new call and a known id is that call; fragments with neither continue the last
         # len(loose) calls in order (one delta may carry the arguments of two parallel calls).
@@ -318,7 +374,13 @@ class _Assembler:
             return known if known is not None else max(self._slots) + 1
         keys = sorted(self._slots)
         rank = next(i for i, f in enumerate(loose) if f is frag)
-        return keys[len(keys) - len(loose) + rank] if len(loose) <= len(keys) else keys[-1]
+        key = keys[len(keys) - len(loose) + rank] if len(loose) <= len(keys) else keys[-1]
+        if named and self._slots[key].name is not None and _whole(self._slots[key]):
+            # A name for a call whose arguments are already a whole JSON object: a second call sent
+            # whole with neither index nor id (Ollama's shape without them), not more of the first,
+            # which no fragment could extend and still parse.
+            return max(self._slots) + 1
+        return key
 
     def _reasoning_details(self, items: list[Any]) -> None:
         """OpenRouter streams ``reasoning_details`` in pieces: consecutive text or summary pieces of
@@ -368,11 +430,25 @@ class _Assembler:
         if started is not None:
             out.append(started)
         args = function.get("arguments")
-        if not isinstance(args, str):
+        if isinstance(args, dict):
+            nbytes = self._object(slot, args)
+        elif isinstance(args, str):
+            nbytes = self._arguments(slot, args)
+        else:
             return
-        nbytes = self._arguments(slot, args)
         if nbytes is not None:
             out.append(ArgumentsProgress(label, nbytes))
+
+    def _object(self, slot: _Slot, args: dict[str, Any]) -> int | None:
+        """Keep arguments sent as an object, counted for the byte caps as compact JSON (as the plain
+        body's are, ``base.capped``); the call's byte count, or None when nothing was added: the same
+        object sent again, or a different one, which makes the call's arguments a conflict
+        (``finish`` then runs none of the turn's calls), or a cap tripped."""
+        if slot.obj is not None:
+            slot.conflict = slot.conflict or _sorted(slot.obj) != _sorted(args)
+            return None
+        slot.obj = args
+        return self._arguments(slot, args)
 
     @staticmethod
     def _announce(slot: _Slot, label: str) -> CallStarted | None:
@@ -382,9 +458,11 @@ class _Assembler:
         slot.started = True
         return CallStarted(label, slot.name)
 
-    def _arguments(self, slot: _Slot, args: str) -> int | None:
-        """Keep one argument fragment; the call's byte count, or None when a cap tripped."""
-        size = utf8_len(args)  # never raises: one half of a split surrogate pair counts 2 bytes
+    def _arguments(self, slot: _Slot, args: str | dict[str, Any]) -> int | None:
+        """Keep one argument fragment (an object is kept by ``_object``, and only counted here); the
+        call's byte count, or None when a cap tripped."""
+        # never raises: one half of a split surrogate pair counts 2 bytes
+        size = utf8_len(args) if isinstance(args, str) else compact_json_len(args)
         slot.nbytes += size
         self._total += size
         if slot.nbytes > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
@@ -393,7 +471,8 @@ class _Assembler:
             self._slots.clear()
             self._legacy = None
             return None
-        slot.args.append(args)
+        if isinstance(args, str):
+            slot.args.append(args)
         return slot.nbytes
 
     def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
@@ -417,6 +496,8 @@ class _Assembler:
             if self._model is None and model:
                 self._model = string_value(found, 2)
             key = int(index_text)
+            if self._relocated:  # an index some call was moved away from (_key_for)
+                key = self._indexed(key)
             slot = slots.get(key)
             if slot is None:
                 slot = slots[key] = _Slot()
@@ -455,17 +536,21 @@ class _Assembler:
                 {
                     "id": slot.id or "",
                     "type": slot.type or "function",
-                    "function": {"name": slot.name or "", "arguments": join_fragments(slot.args)},
+                    "function": {"name": slot.name or "", "arguments": _arguments_of(slot)},
                     **slot.extra,
                 }
                 for slot in (self._slots[k] for k in sorted(self._slots))
             ]
         if self._legacy is not None:
-            msg["function_call"] = {
-                "name": self._legacy.name or "",
-                "arguments": join_fragments(self._legacy.args),
-            }
+            msg["function_call"] = {"name": self._legacy.name or "", "arguments": _arguments_of(self._legacy)}
         return msg
+
+    def _conflicting(self) -> bool:
+        """A call sent two different argument objects, or an object and argument text: what it was
+        called with cannot be told, so none of the turn's calls may run (never with arguments the
+        provider did not send)."""
+        slots = [*self._slots.values(), *([self._legacy] if self._legacy is not None else [])]
+        return any(s.conflict or (s.obj is not None and join_fragments(s.args).strip()) for s in slots)
 
     def finish(self, raw_sha256: str) -> ModelTurn:
         prov = _provenance(self._model)
@@ -483,10 +568,16 @@ class _Assembler:
             return replace(turn, usage=usage)
         if not self._done or self._finish_reason is None:
             return replace(stream_cut_turn(API, prov, raw_sha256, self._response_id), usage=usage)
-        resp = {
-            "id": self._response_id,
-            "model": self._model,
-            "choices": [{"index": 0, "message": self.message(), "finish_reason": self._finish_reason}],
-            "usage": raw_usage,
-        }
-        return turn_from_completion(resp, raw_sha256)
+        choice = {"index": 0, "message": self.message(), "finish_reason": self._finish_reason}
+        if self._choice_error is not None:
+            choice["error"] = self._choice_error
+        resp = {"id": self._response_id, "model": self._model, "choices": [choice], "usage": raw_usage}
+        turn = turn_from_completion(resp, raw_sha256, "error_event")
+        if turn.finish is Finish.TOOL_PROPOSALS and self._conflicting():
+            return replace(
+                turn,
+                finish=Finish.API_FAILURE,
+                reason="malformed_response",
+                failure=Failure("status", False, None, None, "conflicting_arguments"),
+            )
+        return turn

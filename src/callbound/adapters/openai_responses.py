@@ -23,10 +23,12 @@
   the status (D32); ``incomplete`` + ``content_filter`` → REFUSAL; ``failed``/``cancelled`` →
   API_FAILURE; anything else (``incomplete`` + ``steered``, ...) → API_FAILURE(unknown_stop_reason).
 - Settings: ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or ``{"name": ...}`` (anything
-  else raises ``UsageError``; provider-specific forms go in ``extra``).
+  else raises ``UsageError``; provider-specific forms go in ``extra``). ``extra["tools"]`` (hosted
+  tools) is added after the registry's tools; a non-list, or a registry tool's name, raises ``UsageError``.
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
 - Streaming: final items come from ``response.output_item.done`` keyed by ``output_index`` (the
-  terminal snapshot may have an empty ``output``); argument deltas are kept as a list and joined once.
+  terminal snapshot may have an empty ``output``; a done call without arguments takes the snapshot's,
+  and a done call and snapshot that disagree run no call); argument deltas are kept as a list and joined once.
   Argument deltas made of the members the API sends are read from the raw event text without the
   JSON parser (``feed_events``, the fast path of ``callbound.adapters.stream``). A call runs only
   after its done event (issue 3 §4): one with no ``output_item.done``, no
@@ -320,6 +322,29 @@ def _error_body_turn(
     )
 
 
+def _with_extra_tools(tools: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """The registry's rendered tools, then the tools of ``extra["tools"]`` (hosted tools: web_search,
+    code_interpreter, ...): added, never replacing the registry's (a merged body would drop them all).
+    A name the registry already uses would make two tools of one name, and a call to it ambiguous:
+    ``UsageError``, when the Runner is built (``runtime.checks.check_settings_for``)."""
+    if "tools" not in extra:
+        return tools
+    added = extra["tools"]
+    if not isinstance(added, list):
+        raise UsageError(
+            f"openai-responses: settings['extra']['tools'] must be a list, not {type(added).__name__}"
+        )
+    own = {t.get("name") for t in tools}
+    for tool in added:
+        name = tool.get("name") if isinstance(tool, dict) else None  # function and custom tools
+        if isinstance(name, str) and name in own:
+            raise UsageError(
+                f"openai-responses: settings['extra']['tools'] declares {name!r}, which the registry "
+                "already renders; give the extra tool another name or leave it out"
+            )
+    return [*tools, *added]
+
+
 class OpenAIResponsesAdapter:
     api = API
     provider = PROVIDER
@@ -397,6 +422,7 @@ class OpenAIResponsesAdapter:
             body["input"] = new_items if new_items is not None else []
         else:
             body["input"] = items
+        tools = _with_extra_tools(tools, extra)
         if tools:
             body["tools"] = tools
         # The API takes only these (openai-python ToolChoiceOptions, or a named function); anything
@@ -410,7 +436,7 @@ class OpenAIResponsesAdapter:
             body["temperature"] = settings["temperature"]
         if settings.get("max_output_tokens") is not None:
             body["max_output_tokens"] = settings["max_output_tokens"]
-        body.update(extra)
+        body.update({key: value for key, value in extra.items() if key != "tools"})  # tools: added above
         if unstored:
             # stateless replay of reasoning items needs their encrypted_content (WIRE 1.5)
             include = body.get("include")

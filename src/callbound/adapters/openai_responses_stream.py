@@ -5,11 +5,13 @@ parse."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..core.arguments import parse_arguments
 from ..core.model import ProgressCallback
 from ..core.types import (
     ArgumentsProgress,
@@ -24,6 +26,7 @@ from ..core.types import (
 from .base import (
     StreamCaps,
     cap_tripped,
+    compact_json_len,
     failure_turn,
     join_fragments,
     over_byte_cap,
@@ -75,6 +78,31 @@ def _output_index(value: Any) -> int | None:
     """An ``output_index`` usable as a position: a JSON integer >= 0. Anything else (a negative one,
     which Python would read from the end of the snapshot, a bool, a string) is no index at all."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _no_arguments(arguments: Any) -> bool:
+    """No arguments sent at all: missing, null, or blank text (an object, even ``{}``, is some)."""
+    return arguments is None or (isinstance(arguments, str) and not arguments.strip())
+
+
+def _size(arguments: Any) -> int:
+    """Bytes of a call's arguments for the caps: text as received, an object as compact JSON (as
+    ``base.capped`` counts a plain body's)."""
+    if isinstance(arguments, str):
+        return utf8_len(arguments)
+    return compact_json_len(arguments) if isinstance(arguments, dict) else 0
+
+
+def _same_reading(a: Any, b: Any) -> bool:
+    """Two argument values that parse (D5) to the same object, or are the same unparsable value."""
+    (pa, ea), (pb, eb) = parse_arguments(a), parse_arguments(b)
+    if ea is None and eb is None:
+        return json.dumps(pa, sort_keys=True) == json.dumps(pb, sort_keys=True)
+    return bool(a == b)
 
 
 def _has_text(item: dict[str, Any]) -> bool:
@@ -139,6 +167,7 @@ class _Assembler:
         self._error: dict[str, Any] | None = None
         self._aborted = False
         self._tripped: str | None = None  # the StreamCaps field that tripped (cap_tripped)
+        self._conflict = False  # a done item and the snapshot hold different arguments (_final_output)
 
     @property
     def aborted(self) -> bool:
@@ -236,10 +265,16 @@ class _Assembler:
             if item.get("type") == "function_call":
                 arguments = item.get("arguments")
                 fragments = self._args.pop(idx, None)
-                if not isinstance(arguments, str) and fragments is not None:
-                    arguments = join_fragments(fragments)
-                    item = {**item, "arguments": arguments}
-                size = utf8_len(arguments) if isinstance(arguments, str) else 0
+                sent = isinstance(arguments, dict) or (isinstance(arguments, str) and arguments.strip())
+                if fragments is not None and not sent:
+                    # Empty or missing arguments on a done item say nothing (OpenRouter's Responses
+                    # stream sends the item as added): the deltas or function_call_arguments.done, when
+                    # they hold any, are what was sent. An object is read as a plain body's is (D5).
+                    joined = join_fragments(fragments)
+                    if not isinstance(arguments, str) or joined.strip():
+                        arguments = joined
+                        item = {**item, "arguments": arguments}
+                size = _size(arguments)
                 seen = self._arg_bytes.get(idx, 0)
                 if size > seen:  # bytes no delta carried (a done-only call) count too
                     self._total += size - seen
@@ -382,12 +417,21 @@ class _Assembler:
         in_snapshot = {
             item["id"]: item for item in snap if isinstance(item, dict) and isinstance(item.get("id"), str)
         }
+        by_call_id = {
+            item["call_id"]: item
+            for item in snap
+            if isinstance(item, dict) and item.get("type") == "function_call" and _str(item.get("call_id"))
+        }
         output: list[dict[str, Any]] = []
         chosen: dict[int, dict[str, Any]] = {}
         taken: set[Any] = set()  # ids of the items chosen so far
         unfinished = False
         for i in indices:
             item = self._done.get(i)
+            if item is not None and item.get("type") == "function_call":
+                item_id, call_id = _str(item.get("id")), _str(item.get("call_id"))
+                same = (in_snapshot.get(item_id) if item_id else None) or by_call_id.get(call_id or "")
+                item = self._with_snapshot_arguments(item, same)
             if item is None and i < len(snap) and isinstance(snap[i], dict):
                 item = snap[i] if snap[i].get("id") not in streamed or i in self._items else None
             if item is None and i in self._items:
@@ -422,6 +466,22 @@ class _Assembler:
         ]
         return output, unfinished, refusals
 
+    def _with_snapshot_arguments(self, done: dict[str, Any], same: Any) -> dict[str, Any]:
+        """A done call item, with the arguments the terminal snapshot holds for the same item when the
+        done item has none (OpenRouter's Responses stream: no argument deltas, and "the complete
+        arguments are only available in the final response.completed event", OpenRouterTeam
+        ai-sdk-provider changeset "Fix streaming tool call arguments not being passed to execute").
+        When both hold arguments and they read differently, the call's arguments cannot be told:
+        ``_conflict``, and none of the turn's calls runs (never with arguments the provider did not
+        send)."""
+        theirs = same.get("arguments") if isinstance(same, dict) else None
+        if _no_arguments(theirs):
+            return done
+        if _no_arguments(done.get("arguments")):
+            return {**done, "arguments": theirs}
+        self._conflict = self._conflict or not _same_reading(done.get("arguments"), theirs)
+        return done
+
     def _snapshot_output(self, snap: list[Any]) -> tuple[list[dict[str, Any]], bool, list[str]]:
         """The turn of a stream that reused an output_index: its events overwrote one item with
         another, so the terminal snapshot's items are the turn, read as a plain body's are. Without
@@ -451,8 +511,8 @@ class _Assembler:
         """The ``StreamCaps`` field the final items' arguments go over, if any."""
         total = 0
         for item in output:
-            if item.get("type") == "function_call" and isinstance(item.get("arguments"), str):
-                size = utf8_len(item["arguments"])
+            if item.get("type") == "function_call":
+                size = _size(item.get("arguments"))
                 total += size
                 if size > self._caps.max_call_bytes:
                     return "max_call_bytes"
@@ -478,6 +538,10 @@ class _Assembler:
                 resp["error"] = event_error(self._error)
             output, unfinished, refusals = self._final_output(resp)
             turn = turn_from_response(resp, raw_sha256, output, unfinished=unfinished, refusals=refusals)
+            if self._conflict and turn.finish is Finish.TOOL_PROPOSALS:
+                # As a plain body that cannot be read whole (``turn_from_response``): not retried.
+                failure = Failure("status", False, None, None, "conflicting_arguments")
+                return replace(turn, finish=Finish.API_FAILURE, reason="malformed_response", failure=failure)
             # Checked only where the calls would run, as ``base.capped`` does: a refused, failed or
             # cut-off response keeps its own finish (D31).
             runnable = turn.finish is Finish.TOOL_PROPOSALS
