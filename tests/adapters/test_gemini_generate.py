@@ -691,14 +691,23 @@ def test_check_request_rejects(ids: tuple[str | None, str | None], how: str) -> 
         ADAPTER.check_request(mutate(req, how), previous=turn)
 
 
-def test_duplicate_call_id_is_answered_once() -> None:
-    # D7: a repeated id is ambiguous; dispatch rejects both and sends one DUPLICATE_CALL_ID result.
+def test_duplicate_call_id_is_answered_once_per_call_part() -> None:
+    # D7: a repeated id is ambiguous; dispatch rejects both and has one DUPLICATE_CALL_ID result for it.
+    # Gemini refuses fewer functionResponse parts than functionCall parts (gemini-cli issues 5443, 4217,
+    # 16984), so each part gets that result; one functionResponse for the two parts is refused.
     turn = two_call_turn(("same", "same"))
     assert [c.call_id for c in turn.calls] == ["same", "same"] and turn.finish is Finish.TOOL_PROPOSALS
-    req = request_for(turn, [(turn.calls[0], error_result("DUPLICATE_CALL_ID", "none ran"))])
+    dup = error_result("DUPLICATE_CALL_ID", "none ran")
+    req = request_for(turn, [(turn.calls[0], dup)])
     ADAPTER.check_request(req, previous=turn)
-    with pytest.raises(ProtocolViolation):
-        ADAPTER.check_request(request_for(turn, [(c, ok_result(1)) for c in turn.calls]), previous=turn)
+    answers = [p["functionResponse"] for p in req["contents"][-1]["parts"]]
+    assert answers == [{"name": "get_weather", "id": "same", "response": dup}] * 2
+    one = {
+        **req,
+        "contents": [*req["contents"][:-1], {"role": "user", "parts": req["contents"][-1]["parts"][:1]}],
+    }
+    with pytest.raises(ProtocolViolation, match="need one functionResponse each"):
+        ADAPTER.check_request(one, previous=turn)
 
 
 # ---- tools and settings ----------------------------------------------------------------------------

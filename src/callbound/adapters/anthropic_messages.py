@@ -6,7 +6,10 @@
   the continuation and are never dispatched (D31).
 - Continuation (D8): ``{"role": "assistant", "content": [every block exactly as received]}``, thinking
   and redacted_thinking blocks with their signatures. Results are ONE user message whose content
-  starts with a ``tool_result`` per call, in call order, with ``is_error`` = not ok.
+  starts with a ``tool_result`` per call, in call order, with ``is_error`` = not ok. The provider's rules
+  win over "unchanged" twice: an empty or whitespace-only ``text`` block (a 400 when sent back) is left
+  out of the message sent (``turn_items``), and a streamed tool_use input that never parsed goes back as
+  ``{"INVALID_JSON": "<the text>"}`` (``anthropic_stream``).
 - Stop mapping (D1, D31): ``refusal`` → REFUSAL (wins over tool_use blocks); ``end_turn`` and
   ``stop_sequence`` → FINAL_TEXT, but with tool_use blocks → API_FAILURE(unknown_stop_reason), since
   D1 lists them as completions with no calls; ``tool_use`` → TOOL_PROPOSALS; ``max_tokens`` and
@@ -352,6 +355,30 @@ def _pending_code_execution(blocks: list[dict[str, Any]]) -> bool:
     return False
 
 
+def _with_extra_tools(tools: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """``settings["extra"]["tools"]`` (server tools: web_search, code_execution, tool search) go after the
+    registry's tools, never in their place: a list of objects, none with a registry tool's name."""
+    added = extra.get("tools", [])
+    if not isinstance(added, list) or not all(isinstance(t, dict) for t in added):
+        raise UsageError(f"{API}: settings['extra']['tools'] must be a list of tool objects, not {added!r}")
+    clash = sorted({t.get("name") for t in added} & {t.get("name") for t in tools} - {None})
+    if clash:
+        raise UsageError(f"{API}: settings['extra']['tools'] declares {clash}, a registry tool's name")
+    return [*tools, *added]
+
+
+def _blank_text(block: Any) -> bool:
+    """A text block the Messages API refuses in a request: 400 invalid_request_error "messages: text
+    content blocks must be non-empty" ("", as Claude itself returns beside tool_use blocks:
+    anthropic-sdk-python issue 461) or "... must contain non-whitespace text" (whitespace only)."""
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+        and not block["text"].strip()
+    )
+
+
 def _blocks(msg: Any) -> list[dict[str, Any]]:
     content = msg.get("content") if isinstance(msg, dict) else None
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
@@ -377,7 +404,19 @@ class AnthropicMessagesAdapter:
         return items
 
     def turn_items(self, turn: ModelTurn) -> list[dict[str, Any]]:
-        return list(turn.continuation)
+        """The continuation as sent back. D8 appends it unchanged, but the provider's rule wins here:
+        blank text blocks are left out (a 400 otherwise), and a message left with none is not sent ("all
+        messages must have non-empty content except for the optional final assistant message")."""
+        items: list[dict[str, Any]] = []
+        for item in turn.continuation:
+            content = item.get("content")
+            if isinstance(content, list) and any(_blank_text(b) for b in content):
+                kept = [b for b in content if not _blank_text(b)]
+                if not kept:
+                    continue
+                item = {**item, "content": kept}
+            items.append(item)
+        return items
 
     def result_items(
         self, turn: ModelTurn, results: Sequence[tuple[ToolCall, dict[str, Any]]]
@@ -422,13 +461,15 @@ class AnthropicMessagesAdapter:
             body["system"] = instructions
         messages, container = _messages(items)
         body["messages"] = messages
+        extra: dict[str, Any] = settings.get("extra") or {}
+        tools = _with_extra_tools(tools, extra)
         if tools:
             body["tools"] = tools
         if settings.get("tool_choice") is not None:
             body["tool_choice"] = _tool_choice(settings["tool_choice"])
         if settings.get("temperature") is not None:
             body["temperature"] = settings["temperature"]
-        body.update(settings.get("extra") or {})
+        body.update((k, v) for k, v in extra.items() if k != "tools")
         if container is not None:
             # The conversation's live container wins over a configured one; a configured object
             # (skills) keeps its other fields.
@@ -464,7 +505,8 @@ class AnthropicMessagesAdapter:
     def check_request(self, body: dict[str, Any], previous: ModelTurn | None = None) -> None:
         """The user message right after an assistant message with tool_use blocks starts with one
         tool_result per distinct id (text only after them); no tool_result answers an unknown id;
-        the answered turn's thinking blocks are carried back unchanged, signatures included."""
+        the answered turn's thinking blocks are carried back unchanged, signatures included; no text
+        block is empty or whitespace only, and no message but a final assistant one has empty content."""
         messages = body.get("messages")
         if not isinstance(messages, list):
             raise ProtocolViolation("a Messages request needs a messages list")
@@ -477,6 +519,20 @@ class AnthropicMessagesAdapter:
                     f"messages[{position}]: a message takes role and content only, not {extra}"
                 )
             blocks = _blocks(msg)
+            for b in blocks:
+                if _blank_text(b):  # the API's 400, whichever role sends it
+                    raise ProtocolViolation(
+                        f"messages[{position}]: text content blocks must be non-empty and not whitespace only"
+                    )
+            if (
+                isinstance(msg, dict)
+                and msg.get("content") == []
+                and not (role == "assistant" and position == len(messages) - 1)
+            ):
+                raise ProtocolViolation(
+                    f"messages[{position}]: all messages must have non-empty content except for the "
+                    f"optional final assistant message"
+                )
             if role == "user":
                 self._check_results(position, blocks, asked)
             elif asked:

@@ -11,6 +11,9 @@ Used by ``anthropic_messages``, whose ``_Assembler`` adds ``finish`` (the turn m
   ``max_tokens`` cut may skip ``content_block_stop``) by ``join_fragments``, which re-pairs surrogate
   halves split over two deltas. A ``signature`` or a compaction's ``encrypted_content`` arrives whole
   in each delta: the last one wins. ``compaction_delta`` text is appended, like ``text_delta``.
+- A tool_use input that never parses as a JSON object (fine-grained tool streaming gives no guarantee
+  that it does) becomes ``{"INVALID_JSON": "<the text>"}`` in the rebuilt block, as Anthropic's docs
+  say to send it back; ``message()`` also returns the text, which the call's parser rejects.
 - Deltas in the API's compact shape are read from the raw event text without the JSON parser
   (``feed_events``, the fast path of ``callbound.adapters.stream``).
 """
@@ -261,8 +264,12 @@ class MessageStream:
                 if isinstance(parsed, dict):
                     final["input"] = parsed
                 else:
-                    # The call fails with arguments_error on the raw text; the block keeps its start input.
+                    # The call fails with arguments_error on the raw text (raw_inputs) and never runs. The
+                    # block sent back must say what the model wrote, not the start's {}: Anthropic's
+                    # fine-grained tool streaming docs ("Handling invalid JSON in tool responses") say to
+                    # wrap it, as {"INVALID_JSON": "<the text>"}, since input must be an object.
                     self._raw_inputs[index] = joined
+                    final["input"] = {"INVALID_JSON": joined}
             # Only an empty partial_json (a tool without arguments) keeps the start's input: {}.
         block.parts = {}
         return True

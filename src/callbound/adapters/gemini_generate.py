@@ -13,12 +13,14 @@
   ``reason`` is the raw value lower-cased.
 - Continuation (D8): the candidate's ``content`` exactly as received (part order, ``thoughtSignature`` on
   the part it came on). Only a missing ``role`` is filled in (``model``): a multi-turn request needs it.
-- Results: one ``user`` content holding one ``functionResponse`` part per call, in call order, whose
-  ``response`` is the ``model_result`` object itself (D8).
+- Results: one ``user`` content holding one ``functionResponse`` part per functionCall part, in call
+  order, whose ``response`` is the ``model_result`` object itself (D8). Gemini refuses fewer response
+  parts than call parts, so each part of a repeated call id gets that id's one result (D7).
 - Tool schema (D9): ``gemini_schema`` (documented there).
 - Settings: ``model`` is not part of the body (it is in the URL; transports read it, provenance keeps
   it); ``temperature``/``max_output_tokens`` → ``generationConfig``; ``tool_choice`` → ``toolConfig``;
-  ``extra`` is deep-merged last. ``stream`` changes the endpoint, not the body. There is no
+  ``extra`` is deep-merged last, but its ``tools`` (``{"googleSearch": {}}``, ``{"codeExecution": {}}``)
+  are added after the registry's (``gemini_schema.with_extra_tools``). ``stream`` changes the endpoint, not the body. There is no
   server-side continuation: the whole transcript is replayed.
 - Usage (D27): input = ``promptTokenCount`` (cached tokens included) + ``toolUsePromptTokenCount``;
   output = ``candidatesTokenCount`` + ``thoughtsTokenCount``; absent → None.
@@ -66,7 +68,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
-from .gemini_schema import deep_merge, gemini_schema, google_error_details
+from .gemini_schema import deep_merge, gemini_schema, google_error_details, with_extra_tools
 
 API = "gemini-generate"
 PROVIDER = "google"
@@ -289,19 +291,27 @@ def _parts_of(content: Any, key: str) -> list[dict[str, Any]]:
     return [p[key] for p in parts or [] if isinstance(p, dict) and isinstance(p.get(key), dict)]
 
 
+def _declared_names(tool: dict[str, Any]) -> list[str]:
+    decls = tool.get("functionDeclarations", tool.get("function_declarations"))
+    return [d["name"] for d in decls or [] if isinstance(d, dict) and isinstance(d.get("name"), str)]
+
+
 def _real_id(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
 def _check_answers(where: int, calls: list[dict[str, Any]], responses: list[dict[str, Any]]) -> None:
-    """Calls with ids are answered once by id (a repeated id once, D7); id-less calls by name and position."""
-    names: dict[str, Any] = {}
+    """One functionResponse part per functionCall part: Gemini refuses fewer (400 INVALID_ARGUMENT "Please
+    ensure that the number of function response parts is equal to the number of function call parts of
+    the function call turn", google-gemini/gemini-cli issues 5443, 4217, 16984), a repeated id included.
+    Calls with ids are answered by id, with their names; id-less calls by name and position."""
+    names: dict[str, list[Any]] = {}
     for c in calls:
         cid = _real_id(c.get("id"))
         if cid is not None:
-            names.setdefault(cid, c.get("name"))
+            names.setdefault(cid, []).append(c.get("name"))
     idless = [c.get("name") for c in calls if not _real_id(c.get("id"))]
-    answered: list[str] = []
+    answered: dict[str, list[Any]] = {}
     idless_answers: list[Any] = []
     for r in responses:
         if not isinstance(r.get("response"), dict):
@@ -312,16 +322,17 @@ def _check_answers(where: int, calls: list[dict[str, Any]], responses: list[dict
             continue
         if rid not in names:
             raise ProtocolViolation(f"contents[{where + 1}]: functionResponse for unknown call id {rid!r}")
-        if r.get("name") != names[rid]:
+        if r.get("name") not in names[rid]:
             raise ProtocolViolation(
                 f"contents[{where + 1}]: functionResponse {rid!r} names {r.get('name')!r}"
             )
-        answered.append(rid)
-    for cid in names:
-        n = answered.count(cid)
-        if n != 1:
+        answered.setdefault(rid, []).append(r.get("name"))
+    for cid, want in names.items():
+        got = answered.get(cid, [])
+        if sorted(map(str, got)) != sorted(map(str, want)):
             raise ProtocolViolation(
-                f"call id {cid!r} is answered {n} times; it must be answered exactly once"
+                f"call id {cid!r}: its functionCall parts {want} need one functionResponse each, "
+                f"got {got} (answered {len(got)} times)"
             )
     if idless_answers != idless:
         raise ProtocolViolation(
@@ -359,8 +370,15 @@ class GeminiGenerateAdapter:
     ) -> list[dict[str, Any]]:
         if not results:
             return []
+        # One functionResponse per functionCall part, in call order: Gemini refuses a request with fewer
+        # (_check_answers). Calls sharing an id get one result (D7: the DUPLICATE_CALL_ID error), so
+        # each of those parts is answered with it, under its own name.
+        by_id = {call.call_id: model_result for call, model_result in reversed(results)}
+        own = {call.call_id for call in turn.calls}
+        answers = [(c, by_id[c.call_id]) for c in turn.calls if c.call_id in by_id]
+        answers += [(c, r) for c, r in results if c.call_id not in own]  # a call the turn does not list
         parts = []
-        for call, model_result in sorted(results, key=lambda r: r[0].output_index):
+        for call, model_result in sorted(answers, key=lambda r: r[0].output_index):
             response: dict[str, Any] = {"name": call.name}
             if not call.synthetic_id:  # D7: a made-up id is never sent; Gemini pairs by name and position
                 response["id"] = call.call_id
@@ -382,8 +400,10 @@ class GeminiGenerateAdapter:
         # generateContent keeps no server-side state: previous_response_id is ignored and the whole
         # transcript is replayed. ``stream`` selects streamGenerateContent?alt=sse, not a body field.
         body: dict[str, Any] = {"contents": items}
+        extra: dict[str, Any] = settings.get("extra") or {}
         if instructions:
             body["systemInstruction"] = {"parts": [{"text": instructions}]}
+        tools = with_extra_tools(API, tools, extra, _declared_names)  # extra tools are added
         if tools:
             body["tools"] = tools
         config = _tool_config(settings.get("tool_choice"))
@@ -397,7 +417,7 @@ class GeminiGenerateAdapter:
         if generation:
             body["generationConfig"] = generation
         # Deep merge, so that extra={"generationConfig": {"thinkingConfig": ...}} keeps the temperature.
-        deep_merge(body, settings.get("extra") or {})
+        deep_merge(body, {k: v for k, v in extra.items() if k != "tools"})
         return body
 
     def parse_response(self, body: bytes | str | dict[str, Any], *, model: str | None = None) -> ModelTurn:

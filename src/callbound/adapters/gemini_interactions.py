@@ -29,7 +29,8 @@
   Schema with ``$ref`` inlined (``schema.inline_refs``) and ``$schema`` dropped (D9).
 - Settings: ``model``, ``temperature``/``max_output_tokens``/``tool_choice`` → ``generation_config``
   (``required`` → ``any``; ``{"name": X}`` → ``allowed_tools`` mode ``any`` with ``[X]``), ``store``,
-  ``extra`` deep-merged last, ``stream: true`` in the body.
+  ``extra`` deep-merged last (its ``tools``, built-ins like ``{"type": "google_search"}``, are added
+  after the registry's), ``stream: true`` in the body.
 - Usage (D27): input = ``total_input_tokens`` (cached included) + ``total_tool_use_tokens``;
   output = ``total_output_tokens`` + ``total_thought_tokens`` (legacy ``total_reasoning_tokens``).
 - Streaming (WIRE.md 5.6): events carry ``event_type``; assembly is keyed by step index. Steps
@@ -76,7 +77,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
-from .gemini_schema import deep_merge, google_error_details
+from .gemini_schema import deep_merge, google_error_details, with_extra_tools
 from .schema import inline_refs
 
 API = "gemini-interactions"
@@ -280,6 +281,10 @@ def error_turn(
     )
 
 
+def _tool_names(tool: dict[str, Any]) -> list[str]:
+    return [tool["name"]] if isinstance(tool.get("name"), str) else []
+
+
 def _is_legacy_turn(item: Any) -> bool:
     return isinstance(item, dict) and "role" in item and "type" not in item
 
@@ -398,6 +403,7 @@ class GeminiInteractionsAdapter:
             body["input"] = _one_schema(items)
         if instructions:
             body["system_instruction"] = instructions
+        tools = with_extra_tools(API, tools, extra, _tool_names)  # extra tools are added (google_search)
         if tools:
             body["tools"] = tools
         generation: dict[str, Any] = {}
@@ -416,7 +422,7 @@ class GeminiInteractionsAdapter:
             body["generation_config"] = generation
         if settings.get("store") is False:
             body["store"] = False
-        deep_merge(body, extra)
+        deep_merge(body, {k: v for k, v in extra.items() if k != "tools"})
         if stream:
             body["stream"] = True
         return body

@@ -43,7 +43,8 @@ partialArgs
 Vertex can stream a call's arguments as entries ``{jsonPath, stringValue | numberValue | boolValue |
 nullValue, willContinue}`` (WIRE.md 4.7). ``PartialArgs`` builds the argument object from them in one
 pass: containers are created along the path (an array index must be the next one), a string value is
-kept as a list of fragments and joined once at the end (linear, however it is split), and a string
+kept as a list of fragments and joined once at the end (linear, however it is split; by
+``base.join_fragments``, which re-pairs surrogate halves split over two pieces), and a string
 whose last fragment said ``willContinue`` is reported as cut off. Any inconsistency (a value set
 twice, a skipped index, a path through a scalar) is reported, never repaired.
 
@@ -66,10 +67,11 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
-from ..core.errors import UnsupportedSchema
-from .base import utf8_len
+from ..core.errors import UnsupportedSchema, UsageError
+from .base import join_fragments, utf8_len
 from .schema import inline_refs
 
 _TYPES = {"string", "number", "integer", "boolean", "array", "object"}
@@ -423,7 +425,10 @@ class PartialArgs:
             if isinstance(node, _Str):
                 if not node.done:
                     self._fail("a streamed string value was cut off")
-                return "".join(node.fragments)
+                # join_fragments, not "".join: a character outside the BMP whose escaped surrogate
+                # halves came in two pieces is put back together, as for every other adapter's
+                # argument fragments (a plain join left two lone surrogates: INVALID_ARGUMENTS).
+                return join_fragments(node.fragments)
             if isinstance(node, dict):
                 return {k: build(v) for k, v in node.items()}
             if isinstance(node, list):
@@ -483,6 +488,24 @@ def google_error_details(err: dict[str, Any]) -> tuple[float | None, str | None,
 
 
 _NO_CREDITS = "prepayment credits are depleted"
+
+
+def with_extra_tools(
+    api: str, tools: list[dict[str, Any]], extra: dict[str, Any], names: Callable[[dict[str, Any]], list[str]]
+) -> list[dict[str, Any]]:
+    """The request's tools: the registry's rendered ``tools``, then ``settings["extra"]["tools"]`` (built-in
+    tools such as ``{"googleSearch": {}}`` or ``{"type": "google_search"}``), added after them, never in
+    their place (a merged ``extra`` used to drop every registry tool). They must be a list of objects,
+    and none may take a registry tool's name (``names``): the call would go to the registry's handler."""
+    if "tools" not in extra:
+        return tools
+    added = extra["tools"]
+    if not isinstance(added, list) or not all(isinstance(t, dict) for t in added):
+        raise UsageError(f"{api}: settings['extra']['tools'] must be a list of tool objects, not {added!r}")
+    clash = sorted({n for t in added for n in names(t)} & {n for t in tools for n in names(t)})
+    if clash:
+        raise UsageError(f"{api}: settings['extra']['tools'] declares {clash}, a registry tool's name")
+    return [*tools, *added]
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
