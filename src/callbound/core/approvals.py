@@ -103,6 +103,16 @@ def _named(approver: object) -> bool:
     return isinstance(approver, str) and bool(approver.strip())
 
 
+def _unencodable(text: str) -> str | None:
+    """Where ``text`` holds a lone surrogate (no UTF-8 form), shown as an escape; None if it has none.
+    Local, since core may not import runtime's ``check_text``: the same rule."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"{text[exc.start]!r} at {exc.start}"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """A human's verdict on one approval. Build with ``Decision.approve`` or ``Decision.deny``."""
@@ -121,6 +131,23 @@ class Decision:
             raise UsageError(f"Decision verdict must be 'approve' or 'deny', not {self.verdict!r}")
         if not _named(self.approver):
             raise UsageError(f"Decision.{self.verdict} needs an approver name")
+        # The reason and the name are recorded on the approval, hashed into the audit chain and sent
+        # to the model with a denial. A reason that is not text (reason=5), or text with a lone
+        # surrogate (a Latin-1 byte from the shell, read under surrogateescape), was recorded, and then
+        # every resume raised; the decision being single use (D17), the operation was stuck in
+        # WAITING_APPROVAL. Refused here, before anything is recorded.
+        if self.reason is not None and not isinstance(self.reason, str):
+            raise UsageError(
+                f"Decision reason must be text or None, not {type(self.reason).__name__} {self.reason!r}"
+            )
+        for what, text in (("approver name", self.approver), ("reason", self.reason)):
+            where = None if text is None else _unencodable(text)
+            if where is not None:
+                raise UsageError(
+                    f"the decision's {what} holds a lone surrogate ({where}), which cannot be recorded: "
+                    "a byte that is not UTF-8 (check the terminal's encoding) or half of a character "
+                    "outside the BMP"
+                )
         object.__setattr__(self, "approver", self.approver.strip())
 
     @staticmethod

@@ -255,7 +255,11 @@ def plan_call(
                 raw_key = spec.intent_key(args, base_ctx)
                 # a coroutine's text differs on every call: no intent could ever be found again
                 named = "" if discard_awaitable(raw_key) else str(raw_key or "")
-            except Exception:  # user code: fail closed, do not leak internals
+                # The key is hashed into the audit chain and bound in SQL: a lone surrogate (text
+                # decoded with surrogateescape) raised UnicodeEncodeError out of run() (D4). Such a
+                # key names no intent: rejected like a hook that raised, before anything runs.
+                named.encode("utf-8")
+            except Exception:  # user code (and UnicodeEncodeError): fail closed, do not leak internals
                 named = ""
             if not named:
                 return Reject(

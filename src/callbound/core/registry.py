@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
-from .canonical import canonical_sha256
+from .canonical import canonical_json, canonical_sha256
 from .errors import UsageError
 from .types import Risk
 
@@ -160,8 +161,13 @@ class ToolSpec:
                 raise UsageError(
                     f"ToolSpec {self.name!r}: {name} must be an integer >= 1{also}, not {value!r}"
                 )
-        if not self.schema_version:
-            raise UsageError(f"ToolSpec {self.name!r}: schema_version is required")
+        if not isinstance(self.schema_version, str) or not self.schema_version.strip():
+            # hashed into bindings and approval digests, and compared as text on resume
+            raise UsageError(
+                f"ToolSpec {self.name!r}: schema_version must be a non-empty string such as "
+                f"'{self.name}-v1', not {self.schema_version!r}"
+            )
+        self._check_callables()
         for hook in ("requires_approval", "authorize", "intent_key", "redact"):
             # These decide during planning, which does not await: an async one would return a
             # coroutine, always truthy (authorize would allow everything) and never the same key.
@@ -177,6 +183,35 @@ class ToolSpec:
         module = getattr(self.handler, "__module__", "?")
         qualname = getattr(self.handler, "__qualname__", type(self.handler).__name__)
         object.__setattr__(self, "handler_ref", f"{module}:{qualname}")
+
+    def _check_callables(self) -> None:
+        # A wrong type here was found only after a paid model turn: a handler given by name ("submit")
+        # failed every call, for a write as an unknown outcome (STOPPED(OUTCOME_UNKNOWN), D16); an
+        # authorize=True raised inside the check and so denied every call; a description that is not
+        # text went to the provider as is. Refused when the tool is declared instead.
+        if not isinstance(self.description, str):
+            raise UsageError(
+                f"ToolSpec {self.name!r}: description must be a string (what the tool does, sent to "
+                f"the model), not {type(self.description).__name__}"
+            )
+        if not callable(self.handler):
+            raise UsageError(
+                f"ToolSpec {self.name!r}: handler must be the function to call, handler(args, ctx), "
+                f"not {type(self.handler).__name__} {self.handler!r}"
+            )
+        rule = self.requires_approval
+        if not (rule is None or rule is True or rule is False or callable(rule)):
+            raise UsageError(
+                f"ToolSpec {self.name!r}: requires_approval must be True, False, None (the default: "
+                f"irreversible tools ask) or a function (args, ctx) -> bool, not {rule!r}"
+            )
+        for hook in ("authorize", "intent_key", "reconcile", "redact"):
+            value = getattr(self, hook)
+            if value is not None and not callable(value):
+                raise UsageError(
+                    f"ToolSpec {self.name!r}: {hook} must be a function or None, not "
+                    f"{type(value).__name__} {value!r}"
+                )
 
     @property
     def is_async(self) -> bool:
@@ -211,7 +246,15 @@ class ToolSpec:
         if self.redact is None:
             return arguments
         try:
-            return self.redact(arguments)
+            value = self.redact(arguments)
+            if discard_awaitable(value):  # a sync hook that handed back a coroutine: nothing to store
+                return "[redaction failed]"
+            # Stored as is (audit record, approval) and digested into the audit chain: a value with no
+            # exact JSON form (a Decimal, NaN, a set, a lone surrogate) failed the commit after the
+            # handler ran, leaving a paid write without its result (STOPPED(OUTCOME_UNKNOWN)). Checked
+            # like a handler result, and kept as plain JSON data (a tuple or Mapping becomes what the
+            # store reads back), so the stored value is exactly what was checked.
+            return json.loads(canonical_json(value))
         except Exception:
             return "[redaction failed]"
 
@@ -340,8 +383,16 @@ class Registry:
     __slots__ = ("_specs",)
 
     def __init__(self, specs: Iterable[ToolSpec]) -> None:
+        # A single ToolSpec or None raised TypeError ("not iterable"): a usage error like the rest.
+        try:
+            items = iter(specs)
+        except TypeError:
+            hint = "Registry([spec])" if isinstance(specs, ToolSpec) else "Registry([spec, ...])"
+            raise UsageError(
+                f"Registry takes a list of ToolSpec objects ({hint}), not {type(specs).__name__}"
+            ) from None
         table: dict[str, ToolSpec] = {}
-        for spec in specs:
+        for spec in items:
             if not isinstance(spec, ToolSpec):
                 raise UsageError(f"Registry takes ToolSpec objects, got {type(spec).__name__}")
             if spec.name in table:

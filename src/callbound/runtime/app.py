@@ -5,6 +5,7 @@ processes rebuild the same registry, policy and model."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Sequence
@@ -32,10 +33,14 @@ class App:
     clock: Clock | None = None
     runner_options: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        _check_runner_options(self.runner_options)
+
     def runner(self, store: Store, ref: dict[str, Any] | str | None = None) -> Runner:
         """A Runner on ``store``. ``ref`` is saved with each operation so other processes rebuild this
         application (D21): ``{"ref": "module:factory", "args": {...}}``, or a plain ``"module:factory"``
         string (no arguments); anything else is a ``UsageError`` now, not a broken resume later."""
+        _check_runner_options(self.runner_options)  # again: the dataclass may have been changed since
         return Runner(
             model=self.model,
             registry=self.registry,
@@ -49,6 +54,45 @@ class App:
             app=ref,
             **self.runner_options,
         )
+
+
+# What App passes to Runner itself; runner_options takes the Runner's other keyword arguments.
+_APP_FIELDS = frozenset(
+    {
+        "model",
+        "registry",
+        "budgets",
+        "store",
+        "clock",
+        "policy",
+        "instructions",
+        "settings",
+        "messages",
+        "app",
+    }
+)
+
+
+def _check_runner_options(options: object) -> None:
+    """A misspelt option (``price`` for ``prices``), or one App sets itself, raised TypeError when the
+    runner was built: ``callbound run/worker --app`` then exited 1 with a traceback, not 2 (D28)."""
+    if not isinstance(options, dict):
+        raise UsageError(f"App(runner_options=...) takes a dict of Runner keyword arguments, not {options!r}")
+    accepted = [
+        name
+        for name, p in inspect.signature(Runner.__init__).parameters.items()
+        if name != "self" and name not in _APP_FIELDS and p.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    for name in options:
+        if name in _APP_FIELDS:
+            raise UsageError(
+                f"App(runner_options={{{name!r}: ...}}): {name} is App's own field; pass it as App({name}=...)"
+            )
+        if name not in accepted:
+            raise UsageError(
+                f"App(runner_options=...) names {name!r}, which Runner does not take; "
+                f"it takes {', '.join(accepted)}"
+            )
 
 
 def load_app(ref: str, args: dict[str, Any] | None = None) -> App:

@@ -14,7 +14,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from ..core.errors import SettleRefused, UnknownLedgerEntry
+from ..core.errors import SettleRefused, UnknownLedgerEntry, UsageError
 from ..core.idempotency import LedgerEntry, settle, settle_refusal
 from ..core.states import TERMINAL
 from ..stores.base import Store
@@ -49,10 +49,12 @@ def settle_intent(
     intent replay ``result``, or a plain "applied" record, without running the handler); otherwise it
     definitely did not (FAILED: the next proposal runs it again).
 
-    Raises ``UnknownLedgerEntry`` (no such entry), ``UsageError`` (an empty ``by``, a result that is
-    not exact JSON), ``SettleRefused`` (the entry is settled already, or its operation has not ended
+    Raises ``UnknownLedgerEntry`` (no such entry), ``UsageError`` (``applied`` not a bool, an empty or
+    non-text ``by`` or ``note``, a ``now`` that is not an aware datetime, a result that is not a JSON
+    object callbound can replay exactly), ``SettleRefused`` (the entry is settled already, or its operation has not ended
     and reconciles it itself: ``settle_refusal``) and ``LedgerChanged`` (the entry changed between
     this read and the write, which was not made: read it again and decide again)."""
+    _check_settle_args(applied=applied, result=result, by=by, note=note, now=now)
     entry = store.ledger_get(tenant, key)
     if entry is None:
         raise UnknownLedgerEntry(tenant, key)
@@ -71,3 +73,31 @@ def settle_intent(
         entry.operation_id,
     )
     return settled
+
+
+def _check_settle_args(*, applied: Any, result: Any, by: Any, note: Any, now: Any) -> None:
+    """The arguments' types, before anything is read or written. ``applied`` was read by its truth:
+    ``applied="no"`` recorded the refund SUCCEEDED, so it was replayed as done and never made (and
+    ``None`` recorded FAILED, which runs it again); a ``by`` or ``now`` of the wrong type raised
+    AttributeError, a ``note`` was stored as given, and a result that is not an object (``"x"``,
+    ``[1]``) was replayed to the model in place of the tool's result data, which the CLI refuses."""
+    if applied is not True and applied is not False:
+        raise UsageError(
+            f"applied must be True (the effect happened) or False (it definitely did not), not {applied!r}"
+        )
+    for what, text in (("by", by), ("note", note)):
+        if not isinstance(text, str):
+            raise UsageError(f"{what} must be text, not {type(text).__name__} {text!r}")
+        try:
+            text.encode("utf-8")  # recorded in the entry and shown by `callbound ledger show`
+        except UnicodeEncodeError as exc:
+            raise UsageError(
+                f"{what} holds a lone surrogate ({text[exc.start]!r} at {exc.start}), which cannot be "
+                "recorded: a byte that is not UTF-8 (check the terminal's encoding)"
+            ) from exc
+    if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
+        raise UsageError(f"now must be a timezone-aware datetime (UTC), not {now!r}")
+    if result is not None and not isinstance(result, dict):
+        raise UsageError(
+            f"result must be the tool's result as a JSON object (a dict) or None, not {type(result).__name__}"
+        )

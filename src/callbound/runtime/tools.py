@@ -53,9 +53,25 @@ def to_jsonable(value: Any) -> Any:
 
 def _safe_message(exc: BaseException) -> str:
     if isinstance(exc, ToolError | NotApplied) and exc.args:
-        return str(exc.args[0])[:500]
+        try:
+            text = str(exc.args[0])
+        except Exception:  # an object whose __str__ raises: the kind of failure, as for any other
+            return f"the tool failed ({type(exc).__name__})"
+        # The text goes to the model and is hashed into the binding and the audit chain, which need
+        # valid Unicode (D6). A lone surrogate (a file name or a downstream message decoded with
+        # surrogateescape) raised CanonicalizationError out of run(): a read re-ran its handler on
+        # every resume, a write's NotApplied ended STOPPED(OUTCOME_UNKNOWN). Written as its escape
+        # ("\udce9") instead, so the model still gets HANDLER_ERROR with the text (D4).
+        return _encodable(text)[:500]
     # No message text, traceback or internals: only the kind of failure.
     return f"the tool failed ({type(exc).__name__})"
+
+
+def _encodable(text: str) -> str:
+    """``text`` with each lone surrogate written as its backslash escape; unchanged when it has none."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class ToolExecutor:

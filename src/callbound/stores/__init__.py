@@ -107,6 +107,10 @@ def open(url: str | None, *, create: bool = True) -> Store:  # the documented na
 
     if url is None or url == "":
         url = DEFAULT_URL
+    if not isinstance(url, str):  # open(123) raised AttributeError ('int' has no 'startswith')
+        raise UsageError(
+            f"a store URL is a string (sqlite:///path, postgresql://... or memory:), not {type(url).__name__}"
+        )
     if url in ("memory", "memory:", "memory://"):
         return MemoryStore()
     if url.startswith("sqlite:"):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
@@ -122,6 +123,7 @@ def make_client(
     ``base_url`` is the server's root, the same for both transports (``--base-url`` of the CLI);
     ``/v1`` after it is accepted too. The OpenAI SDK wants its ``/v1`` in the URL and HttpModel adds
     it itself, so one URL reaches the same paths either way."""
+    _check_client_args(api, model=model, base_url=base_url, api_key=api_key, timeout_s=timeout_s)
     _env_names(api)
     base_url = _server_root(base_url)
     if transport not in TRANSPORTS:
@@ -155,6 +157,39 @@ def make_client(
             f"the {api} SDK transport needs the official SDK: pip install 'callbound[{extra}]' "
             f"(or use transport='http'): {exc}"
         ) from exc
+
+
+def _check_client_args(
+    api: object, *, model: object, base_url: object, api_key: object, timeout_s: object
+) -> None:
+    """Types first, so a wrong one is a ``UsageError`` here rather than at the first request, after the
+    operation is stored: ``timeout_s="30"`` failed every request as a retried connection error,
+    ``timeout_s=-1`` bounded every request to the 1 ms floor of ``effective_timeout``, ``api_key=123``
+    was accepted, and ``base_url=5`` raised AttributeError."""
+    if not isinstance(api, str):
+        raise UsageError(f"the API is a name such as 'openai-responses', not {type(api).__name__}")
+    for what, value in (("model", model), ("base_url", base_url), ("api_key", api_key)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise UsageError(f"make_client({what}=...) takes a string or None, not {type(value).__name__}")
+        try:
+            value.encode("utf-8")  # sent in every request: the URL, a header, the body
+        except UnicodeEncodeError as exc:
+            raise UsageError(
+                f"make_client({what}=...) holds a lone surrogate at {exc.start}, which no request can carry"
+            ) from exc
+    if isinstance(base_url, str) and not base_url.strip():
+        raise UsageError("make_client(base_url=...) must be the server's URL (or None for the provider's)")
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, int | float)
+        or not math.isfinite(timeout_s)
+        or timeout_s <= 0
+    ):
+        raise UsageError(
+            f"make_client(timeout_s=...) takes seconds, a number > 0, or None, not {timeout_s!r}"
+        )
 
 
 # ---- shared by the transports ---------------------------------------------------------------------
