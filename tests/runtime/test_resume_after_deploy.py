@@ -98,7 +98,9 @@ async def test_arguments_the_tool_no_longer_takes_are_refused_not_raised(
     assert paid.n == 0 and v2.n == 0
 
 
-@pytest.mark.parametrize("change", ["policy revision", "schema version", "approver rule"])
+@pytest.mark.parametrize(
+    "change", ["policy revision", "schema version", "approver rule", "tool authorize", "policy authorize"]
+)
 async def test_an_approval_resolved_before_a_crash_is_held_to_the_new_deploy(
     monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
@@ -108,18 +110,21 @@ async def test_an_approval_resolved_before_a_crash_is_held_to_the_new_deploy(
     WAITING_APPROVAL refuses it: APPROVAL_STALE, or DENIED for an approver the new rule rejects."""
     paid = Counter()
     h, op_id = await _approved_then_died(monkeypatch, paid)
-    tools = (
-        [refund_tool(paid, schema_version="refund-v9")] if change == "schema version" else [refund_tool(paid)]
-    )
+    tools = {
+        "schema version": [refund_tool(paid, schema_version="refund-v9")],
+        # issue 4 §3: resume re-validates authorization too; the hooks are not in the definition digest,
+        # so only running them again tells (the refund was paid before)
+        "tool authorize": [refund_tool(paid, authorize=lambda args, ctx: False)],
+    }.get(change, [refund_tool(paid)])
     policy = {
         "policy revision": cb.Policy(revision="rev-2"),
-        "schema version": None,
         "approver rule": cb.Policy(approver_allowed=lambda approver, approval: approver != "alice"),
-    }[change]
+        "policy authorize": cb.Policy(authorize=lambda spec, args, ctx: False),
+    }.get(change)
     h2 = rebuild(h, tools, policy=policy)
     out = await h2.runner.resume(op_id)
     assert out.state == cb.State.COMPLETED
-    expected = "DENIED" if change == "approver rule" else "APPROVAL_STALE"
+    expected = "APPROVAL_STALE" if change in ("policy revision", "schema version") else "DENIED"
     assert error_code(last_outputs(h2.model)["c1"]) == expected
     assert paid.n == 0
 

@@ -295,6 +295,7 @@ def _decide(
     app_ref: str | None,
 ) -> None:
     from ..core.approvals import Decision
+    from ..runtime.decisions import stale_context
 
     st = _open(store, create=False, wanted=f"approval {approval_id!r}")
     approval = st.get_approval(approval_id)
@@ -327,6 +328,17 @@ def _decide(
             highlight=False,
         )
         out.print(f"approval {approval_id}: {decided.status} by {decided.approver} after it expired")
+    elif decided.status == "approved" and (why := stale_context(runner, decided)) is not None:
+        # As for a late decision: "approved" alone read as if the call would now run (D17)
+        err.print(
+            Text.assemble(
+                ("warning:", "yellow"),
+                f" approval {approval_id} was asked under {why}; the decision is recorded, but resuming "
+                "with this application tells the model APPROVAL_STALE and the call will not run",
+            ),
+            highlight=False,
+        )
+        out.print(f"approval {approval_id}: {decided.status} by {decided.approver} at {decided.decided_at}")
     else:
         out.print(f"approval {approval_id}: {decided.status} by {decided.approver} at {decided.decided_at}")
     saved = (st.load_operation(approval.operation_id).head.get("app") or {}).get("ref")

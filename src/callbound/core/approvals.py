@@ -201,14 +201,14 @@ def withdraw(pending: PendingApproval, now: datetime, why: str) -> PendingApprov
     return replace(pending, status="withdrawn", decided_at=now, reason=why)
 
 
-def expire(pending: PendingApproval, now: datetime, told: str) -> PendingApproval:
+def expire(pending: PendingApproval, now: datetime, told: str | None) -> PendingApproval:
     """An approval nobody decided before ``expires_at``, resolved by the runtime (the model was told
-    ``told``, APPROVAL_EXPIRED as a rule): withdrawn, since no decision can take effect any more, and
-    so no longer listed as pending once its operation has moved on."""
+    ``told``, APPROVAL_EXPIRED as a rule; None: the operation stopped instead, under
+    ``Policy(on_approval_expired="stop")``, and nothing was sent): withdrawn, since no decision can take
+    effect any more, and so no longer listed as pending once its operation has moved on."""
+    then = "the operation stopped" if told is None else f"the model was told {told}"
     return withdraw(
-        pending,
-        now,
-        f"expired at {pending.expires_at.isoformat()} before anyone decided; the model was told {told}",
+        pending, now, f"expired at {pending.expires_at.isoformat()} before anyone decided; {then}"
     )
 
 

@@ -7,6 +7,7 @@ invented by coercion.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -246,7 +247,10 @@ class ToolSpec:
         if self.redact is None:
             return arguments
         try:
-            value = self.redact(arguments)
+            # its own copy: a hook that masks fields in place and returns the same dict edited the
+            # call's arguments themselves (the stored turn then differed from the audited plan, and
+            # the approved call failed INTEGRITY)
+            value = self.redact(copy.deepcopy(arguments))
             if discard_awaitable(value):  # a sync hook that handed back a coroutine: nothing to store
                 return "[redaction failed]"
             # Stored as is (audit record, approval) and digested into the audit chain: a value with no

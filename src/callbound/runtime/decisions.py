@@ -7,16 +7,17 @@ from typing import TYPE_CHECKING
 
 from ..core.approvals import Decision, PendingApproval, record_decision, revalidate, same_identity, withdraw
 from ..core.canonical import sha256_hex
-from ..core.dispatch import hook_verdict
+from ..core.dispatch import Reject, hook_verdict, plan_call
 from ..core.errors import UnknownApproval, UsageError
 from ..core.snapshot import migrate_head
 from ..core.states import TERMINAL
 from .integrity import approval_problems, read_chain
-from .operation import WAITING, Operation
+from .operation import WAITING, CallRecord, Operation
 from .outcome import ApproverNotAllowed, Policy
 
 if TYPE_CHECKING:
     from ..core.registry import ToolSpec
+    from ..core.types import ToolCall
     from .runner import Runner
 
 
@@ -91,6 +92,74 @@ def revalidated(
         schema_version=spec.schema_version,
         tool_digest=spec.definition_digest(),
     )
+
+
+def approval_verdict(
+    runner: Runner, op: Operation, rec: CallRecord, approval: PendingApproval, call: ToolCall
+) -> tuple[str | None, str]:
+    """D17: (None, "") while ``approval`` lets its call run, else (code, message for the model). One
+    reading for resolving a pause (planning.approvals_ready) and for the moment the approved call runs
+    (execute): a deploy that took over after the crash point after_approval_before_execution applies
+    every rule a resume from WAITING_APPROVAL would have, the authorization hooks included (the approved
+    refund its new authorize refused was paid)."""
+    spec = runner.registry.get(rec.tool)
+    if spec is None:
+        return "APPROVAL_STALE", f"{rec.tool} is no longer available"
+    code = revalidated(runner, approval, rec.arguments_json, spec)
+    late = approval.decided_at is not None and approval.decided_at >= approval.expires_at
+    message = {
+        # A decision recorded after the expiry is kept (D17) but never lets the call run; the model and
+        # the audit must not read it as "nobody decided".
+        "APPROVAL_EXPIRED": (
+            f"the approval for this call expired at {approval.expires_at.isoformat()}; the decision came "
+            "after that and does not count, so it was not run"
+            if late
+            else "the approval for this call expired before anyone decided; it was not run"
+        ),
+        "APPROVAL_STALE": "the tool or policy changed since approval was asked; it was not run",
+        "DENIED": f"a human denied this call{': ' + _capped(approval.reason) if approval.reason else ''}; "
+        "it was not run",
+    }.get(code or "", "")
+    if code is None and not approver_still_allowed(runner, approval):
+        return "DENIED", f"{_capped(approval.approver or '')!r} may not approve this call; it was not run"
+    if code is None:
+        # schema and authorization against today's registry and policy
+        item = plan_call(
+            call, runner.registry, frozenset(op.offered), runner._trusted_op(op), runner.policy.authorize
+        )
+        if isinstance(item, Reject):
+            return item.code, item.message
+        if item.idempotency_key != rec.idempotency_key:
+            return "APPROVAL_STALE", "the call's intent changed since approval was asked; it was not run"
+        return None, ""
+    return code, message
+
+
+# A human's text reaches the model inside a result: held to the length a ToolError's text is (D11's cap
+# would otherwise be passed by a pasted page of reasons).
+_TEXT_CAP = 500
+
+
+def _capped(text: str) -> str:
+    return text if len(text) <= _TEXT_CAP else text[: _TEXT_CAP - 1] + "…"
+
+
+def stale_context(runner: Runner, approval: PendingApproval) -> str | None:
+    """What of an approval's context ``runner`` no longer has, in words, or None: its policy revision, the
+    tool, its schema version or definition (D17's re-validation on resume, less the argument digest).
+    ``callbound approvals approve`` warns with it: "approved" alone read as if the call would now run."""
+    spec = runner.registry.get(approval.tool)
+    if approval.policy_revision != runner.policy.revision:
+        return f"policy revision {approval.policy_revision!r}, and this application's is {runner.policy.revision!r}"
+    if spec is None:
+        return f"tool {approval.tool!r}, which this application no longer has"
+    if spec.schema_version != approval.schema_version:
+        return (
+            f"schema version {approval.schema_version!r}, and {approval.tool} is now {spec.schema_version!r}"
+        )
+    if spec.definition_digest() != approval.tool_digest:
+        return f"another definition of {approval.tool} (its parameters or risk changed)"
+    return None
 
 
 def approver_still_allowed(runner: Runner, approval: PendingApproval) -> bool:

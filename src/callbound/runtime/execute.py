@@ -274,37 +274,29 @@ def _approval_lapsed(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRe
     """D17 at the moment an approved call would run, not only when its approval was resolved: a process
     that resolved it may have died before the handler ran (crash point after_approval_before_execution),
     and the process that takes the operation over may run another deploy. Under that deploy's policy
-    revision, schema and approver rule the approval must still hold, as a resume from WAITING_APPROVAL
+    revision, schema, approver rule and authorization hooks the approval must still hold, as a resume from WAITING_APPROVAL
     would check; else the call is refused (APPROVAL_STALE or DENIED) and does not run."""
     if rec.approval_id is None:
         return False
-    from ..core.dispatch import APPROVAL_STALE, DENIED
-    from .decisions import approver_still_allowed, revalidated  # decisions → integrity → results → here
+    from .decisions import approval_verdict  # decisions → integrity → results → here
 
     approval = runner.store.get_approval(rec.approval_id)
     if approval is None:
-        code: str | None = APPROVAL_STALE
-    else:
-        code = revalidated(runner, approval, rec.arguments_json, spec)
-        if code is None and not approver_still_allowed(runner, approval):
-            refuse(
-                runner,
-                op,
-                turn,
-                rec,
-                spec,
-                DENIED,
-                f"{approval.approver!r} may not approve this call; it was not run",
-            )
-            return True
+        refuse(
+            runner,
+            op,
+            turn,
+            rec,
+            spec,
+            "APPROVAL_STALE",
+            "the approval for this call is gone; it was not run",
+        )
+        return True
+    call = next(c for c in turn.calls if (c.response_id, c.call_id) == (rec.response_id, rec.call_id))
+    code, message = approval_verdict(runner, op, rec, approval, call)
     if code is None:
         return False
-    why = (
-        "the tool or policy changed since approval was given; it was not run"
-        if code == APPROVAL_STALE
-        else "the approval for this call no longer holds; it was not run"
-    )
-    refuse(runner, op, turn, rec, spec, code, why)
+    refuse(runner, op, turn, rec, spec, code, message)
     return True
 
 

@@ -11,7 +11,6 @@ from ..core.dispatch import (
     Execute,
     NeedsApproval,
     Reject,
-    plan_call,
     plan_turn,
 )
 from ..core.errors import (
@@ -28,7 +27,7 @@ from ..core.idempotency import LedgerStatus
 from ..core.states import State
 from ..core.types import ModelTurn, error_result
 from .crash import crash_point, ledger_disabled
-from .decisions import approver_still_allowed, reload_into, revalidated
+from .decisions import approval_verdict, reload_into
 from .execute import ledger_entry, seal
 from .integrity import plan_digest
 from .operation import PLANNED, WAITING, CallRecord, CurrentTurn, Operation
@@ -248,42 +247,7 @@ async def approvals_ready(runner: Runner, op: Operation) -> bool:
         assert rec.approval_id is not None
         a = approvals[rec.approval_id]
         spec = runner.registry.get(rec.tool)
-        code: str | None
-        message: str
-        if spec is None:
-            code, message = "APPROVAL_STALE", f"{rec.tool} is no longer available"
-        else:
-            code = revalidated(runner, a, rec.arguments_json, spec)
-            late = a.decided_at is not None and a.decided_at >= a.expires_at
-            message = {
-                # A decision recorded after the expiry is kept (D17) but never lets the call run; the
-                # model and the audit must not read it as "nobody decided".
-                "APPROVAL_EXPIRED": (
-                    f"the approval for this call expired at {a.expires_at.isoformat()}; the decision came "
-                    "after that and does not count, so it was not run"
-                    if late
-                    else "the approval for this call expired before anyone decided; it was not run"
-                ),
-                "APPROVAL_STALE": "the tool or policy changed since approval was asked; it was not run",
-                "DENIED": f"a human denied this call{': ' + a.reason if a.reason else ''}; it was not run",
-            }.get(code or "", "")
-            if code is None and not approver_still_allowed(runner, a):
-                code, message = "DENIED", f"{a.approver!r} may not approve this call; it was not run"
-            if code is None:
-                # Re-validate schema and authorization against today's registry and policy.
-                item = plan_call(
-                    calls[(rec.response_id, rec.call_id)],
-                    runner.registry,
-                    frozenset(op.offered),
-                    runner._trusted_op(op),
-                    runner.policy.authorize,
-                )
-                if isinstance(item, Reject):
-                    code, message = item.code, item.message
-                elif (
-                    isinstance(item, Execute | NeedsApproval) and item.idempotency_key != rec.idempotency_key
-                ):
-                    code, message = "APPROVAL_STALE", "the call's intent changed since approval was asked"
+        code, message = approval_verdict(runner, op, rec, a, calls[(rec.response_id, rec.call_id)])
         op.audit(
             now,
             "approval_resolved",
@@ -298,7 +262,8 @@ async def approvals_ready(runner: Runner, op: Operation) -> bool:
         if a.status == "pending":
             # Expired undecided (an unexpired one returned above): nothing can take effect on it any
             # more, so it must not stay listed as pending after the model was told (docs/durability.md).
-            op.pending_approvals.append(expire(a, now, code or APPROVAL_EXPIRED))
+            stops = code == APPROVAL_EXPIRED and runner.policy.on_approval_expired == "stop"
+            op.pending_approvals.append(expire(a, now, None if stops else code or APPROVAL_EXPIRED))
         if code is None:
             rec.status = PLANNED
         else:
