@@ -80,5 +80,5 @@ async def test_an_approval_withdrawn_by_a_stop_on_expiry_says_the_operation_stop
     stored = h.store.get_approval(pending.approval_id)
     assert stored is not None and stored.status == "withdrawn"
     assert stored.reason is not None and stored.reason.endswith(
-        "before anyone decided; the operation stopped"
+        "before anyone decided; the operation stopped STOPPED(APPROVAL_EXPIRED)"
     )

@@ -206,7 +206,7 @@ def expire(pending: PendingApproval, now: datetime, told: str | None) -> Pending
     ``told``, APPROVAL_EXPIRED as a rule; None: the operation stopped instead, under
     ``Policy(on_approval_expired="stop")``, and nothing was sent): withdrawn, since no decision can take
     effect any more, and so no longer listed as pending once its operation has moved on."""
-    then = "the operation stopped" if told is None else f"the model was told {told}"
+    then = "the operation stopped STOPPED(APPROVAL_EXPIRED)" if told is None else f"the model was told {told}"
     return withdraw(
         pending, now, f"expired at {pending.expires_at.isoformat()} before anyone decided; {then}"
     )
