@@ -27,8 +27,8 @@ from typing import Any
 
 from ..core.canonical import canonical_json
 from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
-from ..core.states import TERMINAL
-from ..stores.base import LeaseStore
+from ..core.states import TERMINAL, State
+from ..stores.base import LeaseStore, StoredOperation
 from .app import App, load_app
 from .checks import app_reference
 from .runner import Runner
@@ -104,10 +104,25 @@ class Worker:
         ``idle_exit_s`` seconds. A claim whose drive only failed counts as idle time: a store
         holding nothing but failing operations is idle."""
         idle_since = time.monotonic()
+        failures = 0
         while not self._stopping:
             if max_operations is not None and self.stats.claimed >= max_operations:
                 break
-            claim = self.store.claim(self.worker_id, self.lease_s)
+            try:
+                claim = self.store.claim(self.worker_id, self.lease_s)
+            except StoreError as exc:
+                # The database went away (a restart, a failover, an idle timeout): the store reconnects
+                # on its next call, so the worker claims again after a wait instead of exiting with
+                # the queue unserved (D21). The wait doubles, up to the lease, while the claims fail.
+                failures = min(failures + 1, 16)
+                self.stats.errors += 1
+                delay = min(self.poll_s * 2**failures, self.lease_s)
+                log.warning("worker %s could not claim (again in %.1f s): %s", self.worker_id, delay, exc)
+                if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                    break
+                await asyncio.sleep(delay)
+                continue
+            failures = 0
             if claim is not None and await self.handle(*claim):
                 idle_since = time.monotonic()
                 continue
@@ -123,11 +138,13 @@ class Worker:
         oldest runnable operation, pick the same failing one again at once)."""
         self.stats.claimed += 1
         heartbeat = asyncio.create_task(self._heartbeat(operation_id, fence))
-        failed = False
+        failed = stalled = False
         try:
-            runner = self.runner_for(operation_id)
+            before = self.store.load_operation(operation_id)
+            runner = self.runner_for(operation_id, before)
             # the claim is the lease; its token proves it is still ours when the operation is read
             outcome = await runner.resume_leased(operation_id, fence=fence)
+            stalled = self._woken_for_nothing(operation_id, before, outcome.state)
             state = outcome.state.value
             self.stats.outcomes[operation_id] = state
             if outcome.state in TERMINAL:
@@ -153,15 +170,39 @@ class Worker:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-            if not failed:
+            if not failed and not stalled:
                 with contextlib.suppress(StoreError):
                     self.store.release(operation_id, fence)
-        return not failed
+        return not failed and not stalled
 
-    def runner_for(self, operation_id: str) -> Runner:
+    def _woken_for_nothing(self, operation_id: str, before: StoredOperation | None, after: State) -> bool:
+        """A paused operation claimed as woken (an approval decided or expired, by the database's clock)
+        that the runner, by its own clock, left waiting with nothing written: the two clocks disagree
+        (another host's clock, or a test clock). Released, it was claimed again at once, in a loop that
+        also kept ``idle_exit`` from firing; kept, its lease holds it until it expires, as a failed
+        drive's does, and the claim counts as idle time."""
+        if (
+            before is None
+            or before.head.get("state") != State.WAITING_APPROVAL
+            or after is not State.WAITING_APPROVAL
+        ):
+            return False
+        now = self.store.load_operation(operation_id)
+        if now is None or len(now.journal) != len(before.journal):
+            return False
+        log.warning(
+            "worker %s: %s was claimed as woken, but by the application's clock no approval of it is decided "
+            "or expired: the database's clock and the application's disagree; it is tried again when its "
+            "lease expires",
+            self.worker_id,
+            operation_id,
+        )
+        return True
+
+    def runner_for(self, operation_id: str, stored: StoredOperation | None = None) -> Runner:
         """The runner of the application ``operation_id`` was saved with; the worker's own when it
         saved none or the same one. Raises ``UsageError`` when that application cannot be built."""
-        stored = self.store.load_operation(operation_id)
+        stored = stored or self.store.load_operation(operation_id)
         if stored is None:
             raise UsageError(f"no operation {operation_id!r} in this store")
         saved = stored.head.get("app")
