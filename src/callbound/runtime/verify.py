@@ -353,8 +353,8 @@ def _ledger_problems(
 
 def verify_store(store: Store, operation_id: str | None = None, key: bytes | None = None) -> list[Problem]:
     if operation_id is not None:
-        return verify_operation(store, operation_id, key)
-    problems: list[Problem] = []
+        return verify_operation(store, operation_id, key) + _column_problems(store, operation_id)
+    problems: list[Problem] = _column_problems(store, None)
     ids = [head["operation_id"] for head in store.list_operations(limit=1_000_000)]
     listed = set(ids)
     # an operation row deleted under its chain leaves audit events that no listed operation owns
@@ -363,3 +363,12 @@ def verify_store(store: Store, operation_id: str | None = None, key: bytes | Non
     for operation_id in ids:
         problems.extend(verify_operation(store, operation_id, key))
     return problems
+
+
+def _column_problems(store: Store, operation_id: str | None) -> list[Problem]:
+    """A SQL store's indexed columns held to the documents the chain vouches for (stores/drift.py): the
+    store's queries read the columns (which operation a worker claims, which approvals are pending)."""
+    drift = getattr(store, "column_drift", None)
+    if drift is None:
+        return []  # the memory store keeps no second copy
+    return [Problem(op, where, why) for op, where, why in drift(operation_id)]

@@ -37,6 +37,7 @@ from ..core.errors import (
 )
 from ..core.idempotency import LedgerEntry, claim_refused
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
+from .drift import Drift, column_drift
 from .schema import (
     DB_SCHEMA_VERSION,
     META_KEY,
@@ -526,6 +527,12 @@ class PostgresStore:
         return [
             AuditEvent(operation_id, seq, kind, at, data, prev, h) for seq, kind, at, data, prev, h in rows
         ]
+
+    def column_drift(self, operation_id: str | None = None) -> list[Drift]:
+        """Rows whose indexed columns differ from their documents (``audit verify``, stores/drift.py)."""
+        with self._lock, self._errors("reading the rows' columns"):
+            conn = self._connection()
+            return column_drift(lambda q, p: conn.execute(q, p).fetchall(), "%s", "expires_at", operation_id)
 
     def close(self) -> None:
         with self._lock:

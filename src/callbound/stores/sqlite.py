@@ -39,6 +39,7 @@ from ..core.errors import (
 )
 from ..core.idempotency import LedgerEntry, claim_refused
 from .base import Commit, JournalRow, StoredOperation
+from .drift import Drift, column_drift
 from .schema import (
     DB_SCHEMA_VERSION,
     META_KEY,
@@ -536,6 +537,14 @@ class SQLiteStore(SQLiteLeases):
     def audited_operations(self) -> list[str]:
         with self._lock, self._errors("listing the audited operations"):
             return [r[0] for r in self._conn.execute("SELECT DISTINCT operation_id FROM audit").fetchall()]
+
+    def column_drift(self, operation_id: str | None = None) -> list[Drift]:
+        """Rows whose indexed columns differ from their documents (``audit verify``, stores/drift.py)."""
+        with self._lock, self._errors("reading the rows' columns"):
+            conn = self._conn
+            return column_drift(
+                lambda sql, params: conn.execute(sql, params).fetchall(), "?", "expires_us", operation_id
+            )
 
     def close(self) -> None:
         with self._lock:
