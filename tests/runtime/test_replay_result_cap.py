@@ -92,3 +92,27 @@ async def test_verify_names_a_capped_replay_whose_size_the_ledger_result_does_no
         "the replayed result's size differs from the result the ledger recorded"
     ]
     store.close()
+
+
+async def test_a_replay_of_a_result_recorded_over_the_cap_verifies_clean(tmp_path: Path) -> None:
+    """The ledger recorded the RESULT_TOO_LARGE envelope itself (the first run was over its cap): a replay
+    sends that envelope as recorded, and verify must not read it as a capped replay of a real result
+    (a false TAMPERED; generative review, round 13)."""
+    runs = Counter()
+    store = SQLiteStore(tmp_path / "cb.db")
+    script = [
+        calls("resp_1", fc("call_1", "submit_refund", {"order_id": "A1"})),
+        calls("resp_2", fc("call_2", "submit_refund", {"order_id": "A1"})),
+        final("resp_3"),
+    ]
+    h = make(script, [refund_tool(runs)], store=store, budgets=cb.Budgets(max_result_bytes=1000))  # type: ignore[arg-type]
+    out = await h.runner.run("refund A1", tenant="acme", subject="u1")
+    assert out.state == cb.State.COMPLETED
+    assert runs.calls == ["A1"]
+    assert error_code(last_outputs(h.model)["call_2"]) == "RESULT_TOO_LARGE"
+    assert verify_store(store) == []
+    h2 = rebuild(h, [refund_tool(runs)], script=script)  # the default cap, far over the result
+    await h2.runner.run("refund A1 again", tenant="acme", subject="u1", operation_id="op_two")
+    assert runs.calls == ["A1"]
+    assert verify_store(store) == []
+    store.close()

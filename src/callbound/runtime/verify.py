@@ -206,7 +206,7 @@ def _envelope_problems(
             replayed = effect == "replayed"
             # A settled entry's result was recorded by a human (``callbound ledger settle``), not by
             # this operation: only later replays of it are held to it.
-            if replayed and _capped_replay(env["model_result"]):
+            if replayed and _capped_replay(env["model_result"]) and entry.result.get("ok") is True:
                 # the recorded result was over this operation's cap (D11): the model was told its size
                 if not _size_told_truly(env["model_result"], entry.result):
                     why = "the replayed result's size differs from the result the ledger recorded"
