@@ -162,11 +162,11 @@ def _repeats_after_no_progress(runner: Runner, op: Operation, item: Execute | Ne
     """A call executing would refuse with NO_PROGRESS (D13 (2)) although the model was already told so
     for these arguments: D13 (3). A write whose intent the ledger holds is replayed or reconciled
     first (D13 (1)), not refused, so only a write the ledger holds nothing live for counts here."""
-    if isinstance(item, Reject):
-        return False
-    key = identical_key(item.spec.name, item.spec.schema_version, item.arguments_json)
     spent = op.spent
-    told = key in spent.no_progress_keys or (spent.no_progress_warned and not spent.no_progress_keys)
+    if isinstance(item, Reject) or not spent.no_progress_warned:
+        return False  # the common turn: the model was never told NO_PROGRESS (no key to build)
+    key = identical_key(item.spec.name, item.spec.schema_version, item.arguments_json)
+    told = key in spent.no_progress_keys or not spent.no_progress_keys
     if not told or identical_allowed(op.budgets, spent, key):
         return False
     if item.spec.is_write and item.idempotency_key is not None and not ledger_disabled():
