@@ -89,3 +89,27 @@ async def test_a_paused_operation_the_clocks_disagree_on_is_not_claimed_in_a_loo
     assert any("clock" in r.getMessage() for r in caplog.records)
     assert store.load_operation(out.operation_id).head["state"] == "WAITING_APPROVAL"  # type: ignore[union-attr]
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("kw", "what"),
+    [
+        ({"idle_exit_s": float("nan")}, "idle_exit_s"),
+        ({"idle_exit_s": -1}, "idle_exit_s"),
+        ({"idle_exit_s": "5"}, "idle_exit_s"),
+        ({"max_operations": -1}, "max_operations"),
+        ({"max_operations": 1.5}, "max_operations"),
+    ],
+)
+async def test_run_refuses_limits_it_cannot_keep(kw: dict[str, Any], what: str) -> None:
+    """`--idle-exit nan` never exited: nan compares false with every elapsed time."""
+    worker = Worker(answers(), open_store("memory:"), poll_s=0.01)
+    with pytest.raises(cb.UsageError, match=what):
+        await worker.run(**kw)
+
+
+def test_a_sqlite_url_with_query_options_is_refused(tmp_path: Path) -> None:
+    """`sqlite:///x.db?mode=ro` created a file named 'x.db?mode=ro'."""
+    with pytest.raises(cb.UsageError, match="takes no query options"):
+        open_store(f"sqlite:///{tmp_path}/x.db?mode=ro")
+    assert list(tmp_path.iterdir()) == []

@@ -103,6 +103,18 @@ class Worker:
         """Work until stopped, ``max_operations`` are handled, or nothing was claimable for
         ``idle_exit_s`` seconds. A claim whose drive only failed counts as idle time: a store
         holding nothing but failing operations is idle."""
+        if idle_exit_s is not None and (
+            isinstance(idle_exit_s, bool)
+            or not isinstance(idle_exit_s, int | float)
+            or not 0 <= idle_exit_s < math.inf
+        ):
+            raise UsageError(
+                f"idle_exit_s must be a number of seconds >= 0, not {idle_exit_s!r}"
+            )  # nan: never
+        if max_operations is not None and (
+            isinstance(max_operations, bool) or not isinstance(max_operations, int) or max_operations < 0
+        ):
+            raise UsageError(f"max_operations must be an int >= 0, not {max_operations!r}")
         idle_since = time.monotonic()
         failures = 0
         while not self._stopping:

@@ -32,6 +32,11 @@ def sqlite_path(url: str | None) -> str | None:
         return None
     rest = url[len("sqlite:") :]
     path = rest[3:] if rest.startswith("///") else rest[2:] if rest.startswith("//") else rest
+    if "?" in path:
+        from ..core.errors import UsageError
+
+        # SQLAlchemy-style options (?mode=ro) are not read: the whole text became the file's name
+        raise UsageError(f"a sqlite: URL takes no query options, only a path: {url!r}")
     return path or "callbound.db"
 
 
