@@ -55,6 +55,7 @@ from .base import (
     stream_cut_turn,
     synthetic_response_id,
     too_large_turn,
+    with_extra_tools,
 )
 from .failures import (
     QUOTA_CODES,
@@ -355,16 +356,9 @@ def _pending_code_execution(blocks: list[dict[str, Any]]) -> bool:
     return False
 
 
-def _with_extra_tools(tools: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
-    """``settings["extra"]["tools"]`` (server tools: web_search, code_execution, tool search) go after the
-    registry's tools, never in their place: a list of objects, none with a registry tool's name."""
-    added = extra.get("tools", [])
-    if not isinstance(added, list) or not all(isinstance(t, dict) for t in added):
-        raise UsageError(f"{API}: settings['extra']['tools'] must be a list of tool objects, not {added!r}")
-    clash = sorted({t.get("name") for t in added} & {t.get("name") for t in tools} - {None})
-    if clash:
-        raise UsageError(f"{API}: settings['extra']['tools'] declares {clash}, a registry tool's name")
-    return [*tools, *added]
+def _tool_name(tool: dict[str, Any]) -> list[str]:
+    name = tool.get("name")
+    return [name] if isinstance(name, str) else []
 
 
 def _blank_text(block: Any) -> bool:
@@ -462,7 +456,7 @@ class AnthropicMessagesAdapter:
         messages, container = _messages(items)
         body["messages"] = messages
         extra: dict[str, Any] = settings.get("extra") or {}
-        tools = _with_extra_tools(tools, extra)
+        tools = with_extra_tools(API, tools, extra, _tool_name)  # server tools are added
         if tools:
             body["tools"] = tools
         if settings.get("tool_choice") is not None:

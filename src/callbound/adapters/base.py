@@ -394,3 +394,22 @@ def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = No
         if size > caps.max_call_bytes or total > caps.max_response_bytes:
             return over_byte_cap(turn, "arguments_too_large", cap_tripped(size, total, caps))
     return turn
+
+
+def with_extra_tools(
+    api: str, tools: list[dict[str, Any]], extra: dict[str, Any], names: Callable[[dict[str, Any]], list[str]]
+) -> list[dict[str, Any]]:
+    """The request's tools: the registry's rendered ``tools``, then ``settings["extra"]["tools"]`` (hosted,
+    server or built-in tools: web_search, code_execution, ``{"googleSearch": {}}``), added after them,
+    never in their place (a merged ``extra`` used to drop every registry tool). They must be a list of
+    objects, and none may take a registry tool's name (``names`` reads a tool's names in the API's shape):
+    a call to it would be ambiguous. Checked when the Runner is built (``runtime.checks``)."""
+    if "tools" not in extra:
+        return tools
+    added = extra["tools"]
+    if not isinstance(added, list) or not all(isinstance(t, dict) for t in added):
+        raise UsageError(f"{api}: settings['extra']['tools'] must be a list of tool objects, not {added!r}")
+    clash = sorted({n for t in added for n in names(t)} & {n for t in tools for n in names(t)})
+    if clash:
+        raise UsageError(f"{api}: settings['extra']['tools'] declares {clash}, a registry tool's name")
+    return [*tools, *added]

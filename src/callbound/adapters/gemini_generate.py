@@ -20,7 +20,7 @@
 - Settings: ``model`` is not part of the body (it is in the URL; transports read it, provenance keeps
   it); ``temperature``/``max_output_tokens`` → ``generationConfig``; ``tool_choice`` → ``toolConfig``;
   ``extra`` is deep-merged last, but its ``tools`` (``{"googleSearch": {}}``, ``{"codeExecution": {}}``)
-  are added after the registry's (``gemini_schema.with_extra_tools``). ``stream`` changes the endpoint, not the body. There is no
+  are added after the registry's (``base.with_extra_tools``). ``stream`` changes the endpoint, not the body. There is no
   server-side continuation: the whole transcript is replayed.
 - Usage (D27): input = ``promptTokenCount`` (cached tokens included) + ``toolUsePromptTokenCount``;
   output = ``candidatesTokenCount`` + ``thoughtsTokenCount``; absent → None.
@@ -61,6 +61,7 @@ from .base import (
     make_call,
     rendered_tool_choice,
     synthetic_response_id,
+    with_extra_tools,
 )
 from .failures import (
     http_retryable,
@@ -68,7 +69,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
-from .gemini_schema import deep_merge, gemini_schema, google_error_details, with_extra_tools
+from .gemini_schema import deep_merge, gemini_schema, google_error_details
 
 API = "gemini-generate"
 PROVIDER = "google"

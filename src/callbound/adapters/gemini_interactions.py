@@ -70,6 +70,7 @@ from .base import (
     rendered_tool_choice,
     result_text,
     synthetic_response_id,
+    with_extra_tools,
 )
 from .failures import (
     http_retryable,
@@ -77,7 +78,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
-from .gemini_schema import deep_merge, google_error_details, with_extra_tools
+from .gemini_schema import deep_merge, google_error_details
 from .schema import inline_refs
 
 API = "gemini-interactions"

@@ -67,10 +67,9 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
-from ..core.errors import UnsupportedSchema, UsageError
+from ..core.errors import UnsupportedSchema
 from .base import join_fragments, utf8_len
 from .schema import inline_refs
 
@@ -488,24 +487,6 @@ def google_error_details(err: dict[str, Any]) -> tuple[float | None, str | None,
 
 
 _NO_CREDITS = "prepayment credits are depleted"
-
-
-def with_extra_tools(
-    api: str, tools: list[dict[str, Any]], extra: dict[str, Any], names: Callable[[dict[str, Any]], list[str]]
-) -> list[dict[str, Any]]:
-    """The request's tools: the registry's rendered ``tools``, then ``settings["extra"]["tools"]`` (built-in
-    tools such as ``{"googleSearch": {}}`` or ``{"type": "google_search"}``), added after them, never in
-    their place (a merged ``extra`` used to drop every registry tool). They must be a list of objects,
-    and none may take a registry tool's name (``names``): the call would go to the registry's handler."""
-    if "tools" not in extra:
-        return tools
-    added = extra["tools"]
-    if not isinstance(added, list) or not all(isinstance(t, dict) for t in added):
-        raise UsageError(f"{api}: settings['extra']['tools'] must be a list of tool objects, not {added!r}")
-    clash = sorted({n for t in added for n in names(t)} & {n for t in tools for n in names(t)})
-    if clash:
-        raise UsageError(f"{api}: settings['extra']['tools'] declares {clash}, a registry tool's name")
-    return [*tools, *added]
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:

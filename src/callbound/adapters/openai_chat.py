@@ -55,6 +55,7 @@ from .base import (
     rendered_tool_choice,
     result_text,
     synthetic_response_id,
+    with_extra_tools,
 )
 from .failures import map_failure, read_openai_error
 from .schema import openai_strict
@@ -240,29 +241,11 @@ def _error_turn(
     )  # fmt: skip
 
 
-def _with_extra_tools(tools: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
-    """The registry's rendered tools, then the tools of ``extra["tools"]``: added, never replacing the
-    registry's (a merged body would drop them all). A name the registry already uses would make two
-    tools of one name, and a call to it ambiguous (which one ran?): ``UsageError``, when the Runner is
-    built (``runtime.checks.check_settings_for``)."""
-    if "tools" not in extra:
-        return tools
-    added = extra["tools"]
-    if not isinstance(added, list):
-        raise UsageError(
-            f"openai-chat: settings['extra']['tools'] must be a list, not {type(added).__name__}"
-        )
-    own = {t["function"].get("name") for t in tools if isinstance(t.get("function"), dict)}
-    for tool in added:
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        spec = tool.get(kind) if isinstance(tool, dict) and isinstance(kind, str) else None
-        name = spec.get("name") if isinstance(spec, dict) else None  # function.name, custom.name
-        if isinstance(name, str) and name in own:
-            raise UsageError(
-                f"openai-chat: settings['extra']['tools'] declares {name!r}, which the registry "
-                "already renders; give the extra tool another name or leave it out"
-            )
-    return [*tools, *added]
+def _tool_name(tool: dict[str, Any]) -> list[str]:
+    kind = tool.get("type")
+    spec = tool.get(kind) if isinstance(kind, str) else None
+    name = spec.get("name") if isinstance(spec, dict) else None  # function.name, custom.name
+    return [name] if isinstance(name, str) else []
 
 
 class OpenAIChatAdapter:
@@ -345,7 +328,7 @@ class OpenAIChatAdapter:
         if settings.get("model"):
             body["model"] = settings["model"]
         body["messages"] = [{"role": "system", "content": instructions}, *items] if instructions else items
-        tools = _with_extra_tools(tools, extra)
+        tools = with_extra_tools(API, tools, extra, _tool_name)
         if tools:
             body["tools"] = tools
         # The API takes only these (openai-python ToolChoiceOptions, or a named function); anything

@@ -61,6 +61,7 @@ from .base import (
     rendered_tool_choice,
     result_text,
     synthetic_response_id,
+    with_extra_tools,
 )
 from .failures import map_failure, read_openai_error
 from .schema import openai_strict
@@ -322,27 +323,9 @@ def _error_body_turn(
     )
 
 
-def _with_extra_tools(tools: list[dict[str, Any]], extra: dict[str, Any]) -> list[dict[str, Any]]:
-    """The registry's rendered tools, then the tools of ``extra["tools"]`` (hosted tools: web_search,
-    code_interpreter, ...): added, never replacing the registry's (a merged body would drop them all).
-    A name the registry already uses would make two tools of one name, and a call to it ambiguous:
-    ``UsageError``, when the Runner is built (``runtime.checks.check_settings_for``)."""
-    if "tools" not in extra:
-        return tools
-    added = extra["tools"]
-    if not isinstance(added, list):
-        raise UsageError(
-            f"openai-responses: settings['extra']['tools'] must be a list, not {type(added).__name__}"
-        )
-    own = {t.get("name") for t in tools}
-    for tool in added:
-        name = tool.get("name") if isinstance(tool, dict) else None  # function and custom tools
-        if isinstance(name, str) and name in own:
-            raise UsageError(
-                f"openai-responses: settings['extra']['tools'] declares {name!r}, which the registry "
-                "already renders; give the extra tool another name or leave it out"
-            )
-    return [*tools, *added]
+def _tool_name(tool: dict[str, Any]) -> list[str]:
+    name = tool.get("name")  # function and custom tools; hosted tools have none
+    return [name] if isinstance(name, str) else []
 
 
 class OpenAIResponsesAdapter:
@@ -422,7 +405,7 @@ class OpenAIResponsesAdapter:
             body["input"] = new_items if new_items is not None else []
         else:
             body["input"] = items
-        tools = _with_extra_tools(tools, extra)
+        tools = with_extra_tools(API, tools, extra, _tool_name)  # hosted tools are added
         if tools:
             body["tools"] = tools
         # The API takes only these (openai-python ToolChoiceOptions, or a named function); anything
