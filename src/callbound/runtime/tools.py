@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..core.errors import NotApplied
-from ..core.registry import CallContext, is_async_callable
+from ..core.registry import CallContext, discard_awaitable, is_async_callable
 from .threads import HandlerThreads, Ticket
 
 
@@ -166,7 +166,7 @@ class ToolExecutor:
             return HandlerOutcome("error", message=_safe_message(asyncio.CancelledError()))
         exc = task.exception()
         if exc is None:
-            return HandlerOutcome("ok", value=task.result())
+            return _returned(task.result())
         if isinstance(exc, NotApplied):
             return HandlerOutcome("not_applied", message=_safe_message(exc))
         if isinstance(exc, Exception):
@@ -222,7 +222,7 @@ class ToolExecutor:
                 "timeout", message=f"the tool did not answer within {timeout_s:.3g}s", still_running=not done
             )
         if exc is None:
-            return HandlerOutcome("ok", value=value)
+            return _returned(value)
         if isinstance(exc, NotApplied):
             return HandlerOutcome("not_applied", message=_safe_message(exc))
         if isinstance(exc, Exception | asyncio.CancelledError):
@@ -230,6 +230,19 @@ class ToolExecutor:
             # waited on): this run was not cancelled
             return HandlerOutcome("error", message=_safe_message(exc))
         raise exc  # KeyboardInterrupt, SystemExit: not the tool's outcome to report
+
+
+def _returned(value: Any) -> HandlerOutcome:
+    """A handler's (or reconcile hook's) return value as its outcome. An awaitable is no answer: a sync
+    function that calls an async client without awaiting it (``reconcile=lambda k, c: client.lookup(k)``)
+    returned a coroutine that never ran, and "ok" recorded the refund as applied and the reconcile as
+    done (D16: reconciled, not guessed). An error instead: for a write, an unknown outcome; never
+    ``not_applied``, which from a reconcile hook would let the write run again."""
+    if discard_awaitable(value):
+        return HandlerOutcome(
+            "error", message="the tool returned an awaitable it did not wait for (declare it async def)"
+        )
+    return HandlerOutcome("ok", value=value)
 
 
 _TIMED_OUT = object()
