@@ -72,3 +72,57 @@ async def test_a_read_returning_a_coroutine_is_a_handler_error() -> None:
     assert out.state == cb.State.COMPLETED
     result = last_outputs(h.model)["c1"]
     assert error_code(result) == "HANDLER_ERROR" and "async def" in result["error"]["message"]
+
+
+async def test_a_cancelled_run_holds_the_lease_until_its_write_handler_ends(tmp_path: Any) -> None:
+    """D16: a server cancels `await runner.run()` (its request timed out) while a sync write handler is
+    inside its payment call; the thread goes on. The lease was released at once, and a worker or a
+    resume in another process reconciled the STARTED write while it was in flight and paid again."""
+    import asyncio
+    import contextlib
+    import threading
+    import time
+
+    from callbound.stores.sqlite import SQLiteStore
+
+    from .helpers import rebuild
+
+    inside, let_go = threading.Event(), threading.Event()
+    paid: list[str] = []
+
+    def pay(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        inside.set()
+        let_go.wait(10)
+        paid.append(ctx.idempotency_key or "")
+        return {"noted": args.order_id}
+
+    def reconcile(key: str, ctx: cb.CallContext) -> dict[str, Any]:
+        if key in paid:
+            return {"noted": "A1"}
+        raise cb.NotApplied("no such payment")
+
+    store = SQLiteStore(tmp_path / "cb.db")
+    tool = write_tool(handler=pay, reconcile=reconcile, timeout_ms=20_000)
+    h = make(script(), [tool], store=store)  # type: ignore[arg-type]
+    task = asyncio.create_task(h.runner.run("note A1", tenant="acme", subject="u1", operation_id="op_1"))
+    while not inside.is_set():
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert store.lease_holder("op_1") is not None  # still held for the handler in flight
+    other = rebuild(h, [write_tool(handler=pay, reconcile=reconcile, timeout_ms=20_000)], script=script())
+    try:
+        await other.runner.resume("op_1")
+        raise AssertionError("resumed while the first handler was still paying")
+    except cb.OperationBusy:
+        pass
+    let_go.set()
+    deadline = time.monotonic() + 10
+    while store.lease_holder("op_1") is not None and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert store.lease_holder("op_1") is None  # released once the handler ended
+    out = await other.runner.resume("op_1")
+    assert out.state == cb.State.COMPLETED
+    assert len(paid) == 1  # reconciled as applied, never paid again
+    store.close()

@@ -41,15 +41,17 @@ async def serve(worker: Any, err: Console, max_operations: int | None, idle_exit
 
 def let_tool_handlers_finish(err: Console) -> None:
     """A sync handler that timed out may still run in its (daemon) thread. Give it its grace period
-    to finish, then exit without it rather than hang: its call already ended as a timeout, and a
-    write's unknown effect is reconciled on resume (D16)."""
+    to finish, then exit without it rather than hang: its call already ended as a timeout. A write
+    whose handler outlived its grace is an unknown outcome nobody may reconcile (its thread could still
+    land the effect): its operation stopped OUTCOME_UNKNOWN, and a human settles it (D16)."""
     left = sum(ex.drain(ex.grace_s) for ex in executors_with_running_handlers())
     if left:
         err.print(
             Text.assemble(
                 ("warning:", "yellow"),
                 f" {left} tool handler(s) that timed out are still running; exiting without waiting for "
-                "them (their calls ended as timeouts; a write's effect is reconciled on resume)",
+                "them (their calls ended as timeouts; a write among them is an unknown outcome: check it, then "
+                "record it with `callbound ledger settle`)",
             ),
             highlight=False,
         )

@@ -16,6 +16,7 @@ import logging
 import os
 import secrets
 import socket
+import threading
 from collections.abc import AsyncIterator
 from functools import cache
 from typing import Any
@@ -117,8 +118,49 @@ async def driving(store: Any, operation_id: str, lease_s: float) -> AsyncIterato
         heartbeat.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await heartbeat
+        give_up(store, operation_id, owner, fence, lease_s)
+
+
+def give_up(store: Any, operation_id: str, owner: str, fence: int, lease_s: float) -> None:
+    """Release the lease at the end of a drive, unless a handler of the operation still runs in this
+    process: a sync handler whose run was cancelled (a server's request timeout, a client gone) goes on
+    in its thread. Released, the operation (EXECUTING, its write STARTED) was claimed by a worker or
+    resumed at once, reconciled while the payment was in flight, and paid again (D16: never reconcile
+    while the original may still run). A daemon thread renews the lease until those handlers end, then
+    releases it; a process that exits takes them with it, and the lease expires as after a crash."""
+    from .tools import lingering  # tools → threads; lease is imported by the runner before either
+
+    alive = lingering(operation_id)
+    if not alive:
         with contextlib.suppress(StoreError):
             store.release(operation_id, fence)
+        return
+    log.warning(
+        "operation %s: %d handler(s) still running after the drive ended; its lease is held until they end",
+        operation_id,
+        len(alive),
+    )
+    threading.Thread(
+        target=_hold_until_done,
+        args=(store, operation_id, owner, fence, lease_s, alive),
+        name=f"callbound-lease-{operation_id}",
+        daemon=True,
+    ).start()
+
+
+def _hold_until_done(
+    store: Any, operation_id: str, owner: str, fence: int, lease_s: float, alive: list[threading.Event]
+) -> None:
+    for done in alive:
+        while not done.wait(lease_s / 3):
+            try:
+                if not store.renew(operation_id, owner, fence, lease_s):
+                    log.warning("operation %s: lease lost while a handler still runs", operation_id)
+                    return
+            except StoreError as exc:
+                log.warning("operation %s: cannot renew the lease: %s", operation_id, exc)
+    with contextlib.suppress(StoreError):
+        store.release(operation_id, fence)
 
 
 async def _renew(store: Any, operation_id: str, owner: str, fence: int, lease_s: float) -> None:

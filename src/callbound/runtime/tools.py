@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
+import threading
 import weakref
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
@@ -180,11 +181,14 @@ class ToolExecutor:
         call = _ThreadCall(loop, slot)
         run_in_context = contextvars.copy_context().run
 
+        done = threading.Event()
+
         def work() -> None:
             try:
                 result: tuple[Any, BaseException | None] = (run_in_context(handler, args, ctx), None)
             except BaseException as exc:  # handed to the event loop, which decides what it means
                 result = (None, exc)
+            done.set()
             # RuntimeError: the event loop closed while the handler ran, so nobody is waiting
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(call.finished, result)
@@ -205,9 +209,13 @@ class ToolExecutor:
             value, exc = await call.waiter
         except asyncio.CancelledError:
             # The run is cancelled: a job not started yet must not start after its operation let go
-            # of it (a write with nobody to record its outcome).
+            # of it (a write with nobody to record its outcome). One that started goes on in its
+            # thread: the operation's lease must outlive it (lease.give_up), or another process
+            # reconciles a write still in flight, hears "not applied", and pays again (D16).
             if ticket.withdraw():
                 call.release_slot()
+            else:
+                _linger(ctx.operation_id, done)
             raise
         finally:
             timer.cancel()
@@ -217,9 +225,9 @@ class ToolExecutor:
             # The thread keeps running (it cannot be stopped); give it a grace period to finish
             # before anyone reconciles (D16). What it returns now counts for nothing.
             assert call.late is not None
-            done, _ = await asyncio.wait({call.late}, timeout=self.grace_s)
+            ended, _ = await asyncio.wait({call.late}, timeout=self.grace_s)
             return HandlerOutcome(
-                "timeout", message=f"the tool did not answer within {timeout_s:.3g}s", still_running=not done
+                "timeout", message=f"the tool did not answer within {timeout_s:.3g}s", still_running=not ended
             )
         if exc is None:
             return _returned(value)
@@ -230,6 +238,26 @@ class ToolExecutor:
             # waited on): this run was not cancelled
             return HandlerOutcome("error", message=_safe_message(exc))
         raise exc  # KeyboardInterrupt, SystemExit: not the tool's outcome to report
+
+
+# Sync handlers whose run was cancelled while their threads went on, by operation: see lingering().
+_lingering_lock = threading.Lock()
+_lingering: dict[str, list[threading.Event]] = {}
+
+
+def _linger(operation_id: str, done: threading.Event) -> None:
+    with _lingering_lock:
+        _lingering.setdefault(operation_id, []).append(done)
+
+
+def lingering(operation_id: str) -> list[threading.Event]:
+    """The handler threads of ``operation_id`` in this process that outlived a cancelled run and still
+    run (each event is set when its handler returns)."""
+    with _lingering_lock:
+        alive = [e for e in _lingering.pop(operation_id, []) if not e.is_set()]
+        if alive:
+            _lingering[operation_id] = alive
+        return list(alive)
 
 
 def _returned(value: Any) -> HandlerOutcome:

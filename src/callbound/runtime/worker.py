@@ -31,7 +31,9 @@ from ..core.states import TERMINAL, State
 from ..stores.base import LeaseStore, StoredOperation
 from .app import App, load_app
 from .checks import app_reference
+from .lease import give_up
 from .runner import Runner
+from .tools import lingering
 
 log = logging.getLogger("callbound.worker")
 
@@ -182,7 +184,9 @@ class Worker:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-            if not failed and not stalled:
+            if lingering(operation_id):  # a handler outlived a cancelled drive: hold until it ends
+                give_up(self.store, operation_id, self.worker_id, fence, self.lease_s)
+            elif not failed and not stalled:
                 with contextlib.suppress(StoreError):
                     self.store.release(operation_id, fence)
         return not failed and not stalled
