@@ -126,3 +126,77 @@ async def test_a_cancelled_run_holds_the_lease_until_its_write_handler_ends(tmp_
     assert out.state == cb.State.COMPLETED
     assert len(paid) == 1  # reconciled as applied, never paid again
     store.close()
+
+
+def test_a_refused_claim_does_not_take_an_earlier_writes_outcome_with_it(tmp_path: Any) -> None:
+    """D16/D18: a turn of two writes; the first succeeds, the second reconciles an intent an ended
+    operation left UNKNOWN, and while its lookup runs another operation takes that intent. The store
+    refused the commit holding the refused claim whole, the first write's SUCCEEDED with it: the reload
+    read that write as STARTED (a crash), and ended OUTCOME_UNKNOWN naming a write that had succeeded."""
+    import json
+
+    from pydantic import BaseModel
+
+    from callbound.runtime.tools import ToolExecutor
+    from callbound.runtime.verify import verify_store
+    from callbound.stores.sqlite import SQLiteStore
+    from callbound.testing import ScriptedModel
+
+    class Order(BaseModel):
+        order_id: str
+
+    db = tmp_path / "cb.db"
+    notes: list[str] = []
+    refunds: list[str] = []
+    failing = {"now": True}
+
+    def set_note(args: Order, ctx: cb.CallContext) -> dict[str, Any]:
+        notes.append(args.order_id)
+        return {"noted": args.order_id}
+
+    def refund(args: Order, ctx: cb.CallContext) -> dict[str, Any]:
+        if failing["now"]:
+            raise ConnectionError("reset after the request was sent")  # the outcome is unknown
+        refunds.append(ctx.idempotency_key or "")
+        return {"refund_id": "rf_" + args.order_id}
+
+    def reconcile(key: str, ctx: cb.CallContext) -> dict[str, Any]:
+        if failing["now"]:
+            raise LookupError("the payment provider cannot tell")  # operation A stops OUTCOME_UNKNOWN
+        if ctx.operation_id == "op_B":
+            # while B's lookup runs, operation C takes the intent over (another process)
+            run("op_C", [calls("c1", fc("k1", "refund", {"order_id": "A1"})), final("c2")])
+        if key in refunds:
+            return {"refund_id": "rf_A1"}
+        raise cb.NotApplied("no such refund")
+
+    def spec(name: str, handler: Any, **kw: Any) -> cb.ToolSpec:
+        return cb.ToolSpec(name=name, description=name, params=Order, handler=handler, schema_version="v1",
+                           risk="write", timeout_ms=5000, **kw)  # fmt: skip
+
+    tools = [
+        spec("set_note", set_note),
+        spec("refund", refund, reconcile=reconcile, intent_key=lambda a, c: f"refund:{a.order_id}"),
+    ]
+
+    def call(cid: str, name: str, order: str) -> dict[str, Any]:
+        return {"type": "function_call", "id": f"fc_{cid}", "call_id": cid, "name": name,
+                "arguments": json.dumps({"order_id": order}), "status": "completed"}  # fmt: skip
+
+    def run(op_id: str, script: list[dict[str, Any]]) -> cb.Outcome:
+        runner = cb.Runner(model=ScriptedModel("openai-responses", script), registry=cb.Registry(tools),
+                           store=SQLiteStore(db), settings={"model": "m"}, executor=ToolExecutor(grace_s=0.3))  # fmt: skip
+        return runner.run_sync("go", tenant="acme", subject="u1", operation_id=op_id)
+
+    out_a = run("op_A", [calls("a1", fc("k1", "refund", {"order_id": "A1"})), final("a2")])
+    assert (out_a.state, out_a.reason) == (cb.State.STOPPED, "OUTCOME_UNKNOWN")
+    failing["now"] = False
+    turn = {**calls("b1"), "output": [call("k1", "set_note", "B1"), call("k2", "refund", "A1")]}
+    out_b = run("op_B", [turn, final("b2")])
+    assert out_b.state == cb.State.COMPLETED, (out_b.state, out_b.reason, out_b.escalation)
+    assert notes == ["B1"] and len(refunds) == 1
+    store = SQLiteStore(db)
+    statuses = {e.key: e.status.value for e in store.ledger_list(tenant="acme", status=None, limit=10)}
+    assert set(statuses.values()) == {"SUCCEEDED"}, statuses
+    assert verify_store(store) == []
+    store.close()

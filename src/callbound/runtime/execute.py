@@ -451,6 +451,12 @@ async def _run_write(
 ) -> None:
     spec = runner.registry.get(rec.tool)
     assert spec is not None and rec.idempotency_key is not None
+    if op.pending_ledger:
+        # An earlier write of this turn has its outcome queued: durable first. This write may queue a
+        # claim, and the store refuses a commit with a refused claim whole (IntentTaken): the earlier
+        # write's SUCCEEDED went with it, and the reload read it as STARTED, a crash to reconcile
+        # (OUTCOME_UNKNOWN, or a lagging lookup that said "not applied" and paid again; D16, D18).
+        await flush()
     # Fix: an earlier write of this turn with the same intent keeps its outcome in op.pending_ledger
     # until the next commit; reading only the store saw that write's STARTED row and treated a finished
     # write like a crash (RECONCILE, then OUTCOME_UNKNOWN) instead of replaying it. Newest entry wins.
