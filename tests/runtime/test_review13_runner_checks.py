@@ -174,3 +174,35 @@ def test_extra_fields_callbound_has_no_setting_for_still_go_out() -> None:
     assert r.run_sync("where is A1?", tenant="t", subject="s").state == cb.State.COMPLETED
     sent = r.model.requests[0]  # type: ignore[attr-defined]
     assert sent["reasoning"] == {"effort": "low"} and sent["metadata"] == {"k": "v"}
+
+
+def test_gemini_generate_refuses_a_settings_model_other_than_the_clients() -> None:
+    """D12: the client's model is in the URL, prices are looked up by settings['model']: a cheap name in
+    the settings priced a dear model's turns, and max_cost let it run past its limit."""
+    from callbound.transports.http import HttpModel
+
+    client = HttpModel("gemini-generate", model="gemini-2.5-pro", api_key="k", base_url="http://127.0.0.1:9")
+    with pytest.raises(cb.UsageError, match=r"client's model 'gemini-2.5-pro'.*'gemini-2.5-flash-lite'"):
+        cb.Runner(model=client, registry=registry(), settings={"model": "gemini-2.5-flash-lite"})
+    cb.Runner(model=client, registry=registry(), settings={"model": "gemini-2.5-pro"})  # the same: fine
+    cb.Runner(model=client, registry=registry(), settings={"model": "models/gemini-2.5-pro"})
+
+
+class FloatCostClient(SyncClient):
+    async def complete(  # type: ignore[override]
+        self, body: dict[str, Any], *, stream: bool, meta: Any, on_progress: Any = None
+    ) -> Any:
+        from dataclasses import replace
+
+        self.calls += 1
+        turn = self.adapter.parse_response(scripted(API)[-1])
+        return replace(turn, usage=cb.Usage(10, 5, 0.0012))  # type: ignore[arg-type]  # OpenRouter's usage.cost
+
+
+def test_a_custom_clients_usage_of_the_wrong_types_is_a_usage_error_nothing_recorded() -> None:
+    client, store = FloatCostClient(), MemoryStore()
+    r = cb.Runner(model=client, registry=registry(), store=store, clock=FakeClock())
+    with pytest.raises(cb.UsageError, match=r"cost a decimal.Decimal"):
+        r.run_sync("where is A1?", tenant="t", subject="s")
+    (head,) = store.list_operations()
+    assert head["state"] == "MODEL_REQUESTED"  # no TypeError out of run, and nothing of the turn recorded

@@ -10,6 +10,7 @@ import inspect
 import math
 import os
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any
 
 from ..core.approvals import Decision
@@ -116,6 +117,42 @@ def _is_async(function: Any) -> bool:
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
         getattr(function, "__call__", None)  # noqa: B004 - an object whose __call__ is async
     )
+
+
+def check_model_name(model: Any, settings: dict[str, Any]) -> None:
+    """gemini-generate puts the client's ``model=`` in the URL and never sends ``settings['model']``, while
+    ``Runner(prices=...)`` is looked up by ``settings['model']``: two different names priced one model's
+    turns at the other's rate, and ``max_cost`` let the dearer one run past its limit (D12)."""
+    client_model = getattr(model, "model", None)
+    named = settings.get("model")
+    if (
+        getattr(model.adapter, "api", None) == "gemini-generate"
+        and isinstance(client_model, str)
+        and client_model
+        and isinstance(named, str)
+        and named.removeprefix("models/") != client_model.removeprefix("models/")
+    ):
+        raise UsageError(
+            f"gemini-generate calls the client's model {client_model!r} (it is in the URL), but "
+            f"settings['model'] is {named!r}, by which prices are looked up: make them the same"
+        )
+
+
+_COUNT = (int, type(None))
+
+
+def check_turn_usage(model: Any, usage: Any) -> None:
+    """A custom client's turn: its usage counts are ints >= 0 or None and its cost a Decimal or None, as
+    the adapters build them; a float cost or a str count raised TypeError out of run after the model
+    was paid (D4), and a resume asked, and paid, again."""
+    counts = (usage.input_tokens, usage.output_tokens)
+    if any(type(c) not in _COUNT or (c is not None and c < 0) for c in counts) or not (
+        usage.cost is None or isinstance(usage.cost, Decimal)
+    ):
+        raise UsageError(
+            f"{type(model).__name__}.complete() returned usage {usage!r}: token counts must be ints >= 0 "
+            "or None and cost a decimal.Decimal or None (build the turn with the adapter)"
+        )
 
 
 def check_messages(messages: Any) -> list[dict[str, Any]]:

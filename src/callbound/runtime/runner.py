@@ -41,6 +41,7 @@ from .cancel import cancel
 from .checks import (
     app_reference,
     check_messages,
+    check_model_name,
     check_new_operation,
     check_operation_id,
     check_runner_args,
@@ -48,6 +49,7 @@ from .checks import (
     check_tenant,
     check_text,
     check_tool_choice,
+    check_turn_usage,
     checked_decisions,
     checked_settings,
 )
@@ -118,6 +120,7 @@ class Runner:
         self.instructions = instructions
         self.messages = check_messages(messages)
         self.settings = checked_settings(settings)
+        check_model_name(model, self.settings)
         self.ids: IdSource = ids or RandomIds()
         self.prices = dict(prices or {})
         required_price(self.prices, self.budgets, self.settings)  # D12: max_cost needs a price
@@ -465,6 +468,7 @@ class Runner:
                 f"{type(self.model).__name__}.complete() returned a {type(turn).__name__}, not a ModelTurn: "
                 "build it with the adapter (self.adapter.parse_response(body) or its stream_assembler)"
             )
+        check_turn_usage(self.model, turn.usage)
         # The request's own time counts first: one that used up the deadline stops its calls (D14).
         self._tick(op)
         op.model_requests += 1
