@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.guards import Stop, check_running, check_time, remaining_s
@@ -127,3 +128,24 @@ async def retry_step(runner: Runner, op: Operation) -> None:
     op.retry_after_s = None
     runner._move(op, State.MODEL_REQUESTED, "retry", attempt=op.retries)
     await runner._flush(op)
+
+
+# The provider no longer holds the response a chained request continues from (its retention ran out, or
+# it was deleted): OpenAI's 400 ``previous_response_not_found`` ("Previous response with id '...' not
+# found", maximhq/bifrost issue 2441), Gemini Interactions' 404 / ``not_found``. The transcript is all
+# saved (D8), so the request is sent again replayed in full, once, instead of ending FAILED with results
+# (a paid refund's among them) that never reach the model. Other 4xx stay fatal (D26).
+def chain_lost(turn: ModelTurn) -> bool:
+    f = turn.failure
+    if f is None or f.retryable:
+        return False
+    if f.error_code == "previous_response_not_found":
+        return True
+    return turn.api == "gemini-interactions" and (
+        f.status == 404 or f.error_code in ("not_found", "NOT_FOUND")
+    )
+
+
+def replayable(turn: ModelTurn) -> ModelTurn:
+    assert turn.failure is not None
+    return replace(turn, failure=replace(turn.failure, retryable=True))

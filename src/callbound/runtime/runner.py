@@ -64,7 +64,7 @@ from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, pri
 from .planning import approvals_ready, plan
 from .pricing import required_price
 from .results import send_results
-from .retry import after_retryable, raised_turn, retry_step
+from .retry import after_retryable, chain_lost, raised_turn, replayable, retry_step
 from .sync import run_blocking
 from .tools import ToolExecutor
 
@@ -138,6 +138,7 @@ class Runner:
         self.lease_s = lease_s
         self._segments: dict[str, float] = {}  # operation id -> monotonic start of the active segment
         self._turn_plain: tuple[ModelTurn, dict[str, Any]] | None = None
+        self._unchained: set[str] = set()  # operations whose chained response the provider lost (retry.py)
         # Rendered once: raises UnsupportedSchema now rather than on the first live call (D9); so do
         # settings the adapter refuses, a UsageError (runtime/checks.py).
         check_text("Runner(instructions=...)", instructions)
@@ -426,7 +427,11 @@ class Runner:
             await self._flush(op)
             return
         continuation = op.settings.get("continuation")
-        use_prev = continuation == "previous_response_id" and op.last_turn is not None
+        use_prev = (
+            continuation == "previous_response_id"
+            and op.last_turn is not None
+            and op.operation_id not in self._unchained
+        )
         body = self.adapter.build_request(
             items=op.transcript,
             tools=self._offered_tools(op),
@@ -489,6 +494,9 @@ class Runner:
             },
             self.audit_key,
         )
+        if use_prev and chain_lost(turn):  # sent again replayed in full, once (retry.py)
+            self._unchained.add(op.operation_id)
+            turn = replayable(turn)
         v = classify_turn(turn)
         ids = {"response_id": turn.response_id, "raw_stop_reason": turn.raw_stop_reason}
         if v.retryable:
@@ -496,6 +504,7 @@ class Runner:
             await self._flush(op)
             return
         op.retries = 0
+        self._unchained.discard(op.operation_id)  # a new response to chain to
         op.spent.model_turns += 1
         # A turn that answers or goes on: the deadline and not_after (D14), usage a budget needs but the
         # provider did not report (USAGE_UNKNOWN, D12/D27), its own tokens and cost (issue 2 §5).
