@@ -33,6 +33,7 @@ from .core.errors import ProtocolViolation, ScriptExhausted, UsageError
 from .core.model import ProgressCallback, RequestMeta
 from .core.types import ModelTurn, RawFailure
 from .runtime.crash import crash_point
+from .transports import check_client_args
 
 __all__ = [
     "ApiError",
@@ -117,6 +118,8 @@ class ScriptedModel:
         model: str | None = None,
         caps: StreamCaps | None = None,
     ) -> None:
+        # The live clients' own checks: caps={...} failed every request as a retried connection error.
+        check_client_args("ScriptedModel", api, model=model, caps=caps)
         self.api = api
         self._adapter: Adapter = get_adapter(api)
         self.responses = list(responses)
@@ -178,12 +181,18 @@ class ScriptedModel:
             # Raw bytes take the transports' path: SSE reader, then the assembler.
             raw = item.text.encode("utf-8") if isinstance(item.text, str) else item.text
             stream = StreamFeed(asm, on_progress, max_event=(self.caps or StreamCaps()).max_body_bytes)
-            for i in range(0, len(raw), item.chunk_size):
-                stream.feed(raw[i : i + item.chunk_size])
-                if stream.aborted:
-                    break
-            else:
-                stream.close()
+            try:
+                for i in range(0, len(raw), item.chunk_size):
+                    stream.feed(raw[i : i + item.chunk_size])
+                    if stream.aborted:
+                        break
+                else:
+                    stream.close()
+            except ProtocolViolation:
+                # An event that is not JSON or bytes that are not UTF-8 end the stream there, as in
+                # transports.feed_stream (D24: played as a transport would): a cut stream,
+                # TRUNCATED(stream_interrupted) unless its terminal event came first, not an exception.
+                pass
             return stream.finish()
         digest = hashlib.sha256()
         cut = False
@@ -192,11 +201,18 @@ class ScriptedModel:
             if isinstance(payload, StreamCut):
                 cut = True
                 break
-            text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
-            if len(text.encode("utf-8", "surrogatepass")) > max_event:
-                # as the SSE reader refuses an event over max_body_bytes (StreamFeed's max_event)
+            # The event's data as it would be on the wire (UTF-8 JSON, "é" not escaped), measured in
+            # characters as the SSE reader measures an event's data against max_body_bytes
+            # (StreamFeed's max_event): a list of events and the same events as SSE text trip at the
+            # same size. json.dumps' default ensure_ascii counted an "é" as 6.
+            text = (
+                payload
+                if isinstance(payload, str)
+                else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+            )
+            if len(text) > max_event:
                 return response_too_large(asm.finish(digest.hexdigest()))
-            digest.update(f"data: {text}\n\n".encode())
+            digest.update(f"data: {text}\n\n".encode("utf-8", "surrogatepass"))
             for ev in asm.feed(payload):
                 if on_progress is not None:
                     on_progress(ev)

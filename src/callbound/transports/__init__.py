@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import math
 import os
 from collections.abc import AsyncIterator, Awaitable
@@ -44,6 +45,7 @@ __all__ = [
     "SDK_EXTRA",
     "TRANSPORTS",
     "api_key_for",
+    "check_client_args",
     "effective_timeout",
     "feed_stream",
     "make_client",
@@ -123,7 +125,9 @@ def make_client(
     ``base_url`` is the server's root, the same for both transports (``--base-url`` of the CLI);
     ``/v1`` after it is accepted too. The OpenAI SDK wants its ``/v1`` in the URL and HttpModel adds
     it itself, so one URL reaches the same paths either way."""
-    _check_client_args(api, model=model, base_url=base_url, api_key=api_key, timeout_s=timeout_s)
+    check_client_args(
+        "make_client", api, model=model, base_url=base_url, api_key=api_key, timeout_s=timeout_s
+    )
     _env_names(api)
     base_url = _server_root(base_url)
     if transport not in TRANSPORTS:
@@ -159,36 +163,50 @@ def make_client(
         ) from exc
 
 
-def _check_client_args(
-    api: object, *, model: object, base_url: object, api_key: object, timeout_s: object
+def check_client_args(
+    owner: str,
+    api: object,
+    *,
+    model: object = None,
+    base_url: object = None,
+    api_key: object = None,
+    timeout_s: object = None,
+    caps: object = None,
 ) -> None:
     """Types first, so a wrong one is a ``UsageError`` here rather than at the first request, after the
     operation is stored: ``timeout_s="30"`` failed every request as a retried connection error,
     ``timeout_s=-1`` bounded every request to the 1 ms floor of ``effective_timeout``, ``api_key=123``
-    was accepted, and ``base_url=5`` raised AttributeError."""
+    was accepted, and ``base_url=5`` raised AttributeError. ``owner`` names the caller in the message:
+    ``make_client`` and every client class (``HttpModel``, ``OpenAIModel``, ``AnthropicModel``,
+    ``GeminiModel``, ``ScriptedModel``) check their arguments here, since a class made directly took
+    ``caps={...}`` or ``timeout_s="30"`` and failed every request, each one sent and paid for, as a
+    retried connection error."""
     if not isinstance(api, str):
         raise UsageError(f"the API is a name such as 'openai-responses', not {type(api).__name__}")
     for what, value in (("model", model), ("base_url", base_url), ("api_key", api_key)):
         if value is None:
             continue
         if not isinstance(value, str):
-            raise UsageError(f"make_client({what}=...) takes a string or None, not {type(value).__name__}")
+            raise UsageError(f"{owner}({what}=...) takes a string or None, not {type(value).__name__}")
         try:
             value.encode("utf-8")  # sent in every request: the URL, a header, the body
         except UnicodeEncodeError as exc:
             raise UsageError(
-                f"make_client({what}=...) holds a lone surrogate at {exc.start}, which no request can carry"
+                f"{owner}({what}=...) holds a lone surrogate at {exc.start}, which no request can carry"
             ) from exc
     if isinstance(base_url, str) and not base_url.strip():
-        raise UsageError("make_client(base_url=...) must be the server's URL (or None for the provider's)")
+        raise UsageError(f"{owner}(base_url=...) must be the server's URL (or None for the provider's)")
     if timeout_s is not None and (
         isinstance(timeout_s, bool)
         or not isinstance(timeout_s, int | float)
         or not math.isfinite(timeout_s)
         or timeout_s <= 0
     ):
+        raise UsageError(f"{owner}(timeout_s=...) takes seconds, a number > 0, or None, not {timeout_s!r}")
+    if caps is not None and not isinstance(caps, StreamCaps):
         raise UsageError(
-            f"make_client(timeout_s=...) takes seconds, a number > 0, or None, not {timeout_s!r}"
+            f"{owner}(caps=...) takes a StreamCaps (callbound.adapters.base) or None, "
+            f"not {type(caps).__name__}"
         )
 
 
@@ -240,6 +258,10 @@ async def feed_stream(
         on_progress,
         max_event=(caps or StreamCaps()).max_body_bytes,
     )
+    flight = _InFlight(stream)
+    in_flight = _IN_FLIGHT.get()
+    if in_flight is not None:
+        in_flight.append(flight)  # so that within_deadline can still count its usage if the deadline cuts it
     try:
         async for chunk in chunks:
             if not chunk:
@@ -254,7 +276,30 @@ async def feed_stream(
     except broken:
         with contextlib.suppress(ProtocolViolation):
             stream.close()  # D33: a last event whose data is complete still counts
-    return stream.finish()
+    return flight.finish()
+
+
+class _InFlight:
+    """A stream being read under ``within_deadline``; ``finish`` ends it once (an assembler's
+    ``finish`` is not called twice), whether the stream ended or the deadline cut it."""
+
+    __slots__ = ("stream", "turn")
+
+    def __init__(self, stream: StreamFeed) -> None:
+        self.stream = stream
+        self.turn: ModelTurn | None = None
+
+    def finish(self) -> ModelTurn:
+        if self.turn is None:
+            self.turn = self.stream.finish()
+        return self.turn
+
+
+# The streams read by the request that ``within_deadline`` is bounding (set only while it runs): when
+# the deadline cuts one, the usage it reported so far still counts (D27).
+_IN_FLIGHT: contextvars.ContextVar[list[_InFlight] | None] = contextvars.ContextVar(
+    "callbound_streams_in_flight", default=None
+)
 
 
 async def read_capped(chunks: AsyncIterator[bytes], limit: int) -> bytes | None:
@@ -299,15 +344,27 @@ async def within_deadline(
 ) -> ModelTurn:
     """``request`` bounded as a whole by the remaining active deadline (D14, D26): past it, the
     failure turn a timeout maps to, never an exception (D4). Per-phase timeouts restart with every
-    byte, so they alone never stop a server that keeps trickling bytes."""
-    from ..core.types import RawFailure
+    byte, so they alone never stop a server that keeps trickling bytes.
 
+    A stream the deadline cuts keeps the usage it reported (Anthropic's ``message_start`` input
+    tokens, say) on that failure turn, as a stream the connection cuts does (D27: the running usage
+    counts however the stream ended): ``feed_stream`` registers its reader here. Only the deadline's
+    own cancellation becomes that turn (``asyncio.timeout`` turns it into ``TimeoutError``); any other
+    ``CancelledError`` goes on unchanged."""
     limit = None if meta_timeout_s is None else max(meta_timeout_s, 0.001)
+    in_flight: list[_InFlight] = []
+    token = _IN_FLIGHT.set(in_flight)
     try:
         async with asyncio.timeout(limit):
             return await request
     except TimeoutError:
-        return adapter.map_error(RawFailure("timeout", None, None, {}), model=model)
+        turn = adapter.map_error(RawFailure("timeout", None, None, {}), model=model)
+        if in_flight:
+            # The reader is never mid-chunk here: the cut came at an await between chunks.
+            turn = replace(turn, usage=in_flight[-1].finish().usage)
+        return turn
+    finally:
+        _IN_FLIGHT.reset(token)
 
 
 def split_kwargs(method: Any, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -416,6 +473,15 @@ class StainlessModel:
     ) -> None:
         from ..adapters import get as get_adapter
 
+        check_client_args(
+            type(self).__name__,
+            api,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            caps=caps,
+        )
         self.api = api
         self._adapter: Adapter = get_adapter(api)
         self.base_url = base_url

@@ -37,6 +37,7 @@ from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
 from . import (
     api_key_for,
+    check_client_args,
     effective_timeout,
     missing_key,
     plain_turn,
@@ -78,6 +79,15 @@ class GeminiModel:
     ) -> None:
         if api not in APIS:
             raise UsageError(f"GeminiModel serves {', '.join(APIS)}, not {api!r}")
+        check_client_args(
+            "GeminiModel",
+            api,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            caps=caps,
+        )
         self.api = api
         self._adapter: Adapter = get_adapter(api)
         self.base_url = base_url

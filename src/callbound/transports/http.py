@@ -35,6 +35,7 @@ from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
 from . import (
     api_key_for,
+    check_client_args,
     effective_timeout,
     feed_stream,
     plain_turn,
@@ -81,6 +82,9 @@ class HttpModel:
         caps: StreamCaps | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        check_client_args(
+            "HttpModel", api, model=model, base_url=base_url, api_key=api_key, timeout_s=timeout_s, caps=caps
+        )
         self.api = api
         self._adapter: Adapter = get_adapter(api)
         self.base_url = (base_url or DEFAULT_BASE_URLS[api]).rstrip("/")
