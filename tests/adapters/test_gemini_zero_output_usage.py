@@ -43,7 +43,8 @@ EMPTY = {"promptTokenCount": 83, "totalTokenCount": 83, "trafficType": "ON_DEMAN
         ({"promptTokenCount": 80, "toolUsePromptTokenCount": 3, "totalTokenCount": 83}, (83, 0)),
         ({"promptTokenCount": 20, "totalTokenCount": 27}, (20, 7)),
         ({"promptTokenCount": 20}, (20, None)),
-        ({"promptTokenCount": 20, "candidatesTokenCount": 5, "totalTokenCount": 40}, (20, 5)),
+        # the total beyond the input is output (D27), one rule with Interactions (review 13 g1, finding 3)
+        ({"promptTokenCount": 20, "candidatesTokenCount": 5, "totalTokenCount": 40}, (20, 20)),
         ({"promptTokenCount": 20, "totalTokenCount": 10}, (20, None)),
     ],
     ids=[
@@ -51,11 +52,11 @@ EMPTY = {"promptTokenCount": 83, "totalTokenCount": 83, "trafficType": "ON_DEMAN
         "with tool-use prompt",
         "no candidates count",
         "no total",
-        "counts win",
+        "total above the counts",
         "total below",
     ],
 )
-def test_output_comes_from_the_total_only_when_no_count_is_sent(
+def test_output_comes_from_the_total_beyond_the_input(
     usage: dict[str, Any], expected: tuple[int, int | None]
 ) -> None:
     turn = get(API).parse_response(_body(usage))

@@ -136,14 +136,21 @@ def _str(value: Any) -> str | None:
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    # A token count is an int >= 0: a negative one (a compatible server's -1 for "unknown") taken as a
+    # count would lower the spend and let a token budget pass (D27: unknown is None).
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _input_total(raw: dict[str, Any]) -> int | None:
-    # D27: input_tokens excludes cached tokens here, so cache writes and reads are added back.
-    base = _int(raw.get("input_tokens"))
-    cached = (_int(raw.get(k)) or 0 for k in ("cache_creation_input_tokens", "cache_read_input_tokens"))
-    return None if base is None else base + sum(cached)
+    # D27: input_tokens excludes cached tokens here, so cache writes and reads are added back. A cache
+    # count may be missing or null (nothing cached); one that is no count leaves the total unknown.
+    total = _int(raw.get("input_tokens"))
+    for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        value = raw.get(key)
+        if total is not None and value is not None:
+            cached = _int(value)
+            total = None if cached is None else total + cached
+    return total
 
 
 def _usage(raw: Any) -> Usage:

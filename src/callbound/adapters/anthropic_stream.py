@@ -58,11 +58,6 @@ _DELTA_DATA = re.compile(_DELTA)
 _DELTA_EVENT = simple_event(_DELTA)  # the payload has "type", so the event name cannot matter
 
 
-def _label_of(block: dict[str, Any], index: int) -> str:
-    value = block.get("id")
-    return value if isinstance(value, str) and value else f"#{index}"
-
-
 class _Block:
     """One streamed content block: the start object plus fragments per field, joined once."""
 
@@ -168,7 +163,16 @@ class MessageStream:
         return progress
 
     def _label(self, index: int) -> str:
-        return _label_of(self._blocks[index].base, index)
+        """The call id progress events name the block's call by: the turn's, so a user interface can
+        match them to the calls of the Outcome. A tool_use block without an id gets the turn's D7 id,
+        ``response_id:position`` (its position in the content, ``message``), or ``#position`` while no
+        message id has come (the turn's then hashes the whole stream)."""
+        value = self._blocks[index].base.get("id")
+        if isinstance(value, str) and value:
+            return value
+        position = sorted(self._blocks).index(index)
+        rid = self._message.get("id")
+        return f"{rid}:{position}" if isinstance(rid, str) and rid else f"#{position}"
 
     def _fragment(self, index: int, delta: Any) -> list[Progress]:
         block = self._blocks[index]

@@ -372,11 +372,16 @@ def capped(turn: ModelTurn, caps: StreamCaps | None, body_bytes: int | None = No
     What is measured: argument text (Chat, Responses) as received; a parsed argument object
     (Anthropic ``input``, Gemini ``args``, Interactions ``arguments``) as compact JSON
     (``compact_json_len``), which is what the streams count for the same arguments, so a response
-    passes or trips at the same boundary streamed or plain. One difference stays: a stream counts
-    argument text as its deltas carry it, escapes included, so ``\\u00e9`` written by the provider in
-    Anthropic's ``partial_json`` counts 6 bytes there and ``é`` 2 here; Vertex ``partialArgs`` carry
-    decoded values, so a ``"`` in one counts 1 byte there and 2 (its escape) here. The streams with
-    parsed arguments also apply this check to their finished turn: the larger count decides.
+    passes or trips at the same boundary streamed or plain. Two differences stay where a stream sends
+    argument text (Anthropic's ``partial_json``, Interactions ``arguments_delta``): it counts the text as
+    its deltas carry it, escapes and whitespace included, so ``\\u00e9`` written by the provider counts
+    6 bytes there and ``é`` 2 here, and ``{"location": "Paris"}`` 21 there and 20 here. That running
+    count is what bounds what a stream buffers before its call is complete, and whitespace is buffered
+    like any byte (left out, a stream of spaces could grow without bound; stripped, ``tru e`` would
+    read as ``true``), so it counts. Vertex ``partialArgs`` carry decoded values, so a ``"`` in one
+    counts 1 byte there and 2 (its escape) here. The streams with parsed arguments also apply this
+    check to their finished turn: the larger count decides, so a stream never passes a call that the
+    same response plain would trip on; it may trip a few bytes earlier.
 
     Only a turn whose calls would run (TOOL_PROPOSALS) is checked: a refusal, a failure or a length stop
     keeps its own finish and reason (D31: a refusal wins over everything else in the turn; a failed

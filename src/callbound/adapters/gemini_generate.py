@@ -23,7 +23,8 @@
   are added after the registry's (``base.with_extra_tools``). ``stream`` changes the endpoint, not the body. There is no
   server-side continuation: the whole transcript is replayed.
 - Usage (D27): input = ``promptTokenCount`` (cached tokens included) + ``toolUsePromptTokenCount``;
-  output = ``candidatesTokenCount`` + ``thoughtsTokenCount``; absent → None.
+  output = ``candidatesTokenCount`` + ``thoughtsTokenCount``, or ``totalTokenCount`` less the input
+  where that is more (``gemini_schema.gemini_usage``); absent, or a count that is no count (-1) → None.
 - Streaming: every chunk is a whole GenerateContentResponse holding only new parts. Parts of all chunks
   are concatenated; consecutive plain text parts are merged (a part with a signature never is, and an
   empty unsigned text part, as closing chunks carry, is dropped). Vertex
@@ -69,7 +70,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
-from .gemini_schema import deep_merge, gemini_schema, google_error_details
+from .gemini_schema import deep_merge, gemini_schema, gemini_usage, google_error_details, token_sum
 
 API = "gemini-generate"
 PROVIDER = "google"
@@ -100,25 +101,17 @@ def _provenance(model: Any) -> Provenance:
     return Provenance(PROVIDER, API, model if isinstance(model, str) else None, REVISION)
 
 
-def _count(meta: dict[str, Any], *keys: str) -> int | None:
-    values = [meta[k] for k in keys if isinstance(meta.get(k), int) and not isinstance(meta.get(k), bool)]
-    return sum(values) if values else None
-
-
 def _usage(meta: Any) -> Usage:
     if not isinstance(meta, dict):
         return Usage()
     # D27: promptTokenCount already includes cachedContentTokenCount; thoughts are generated tokens.
-    input_tokens = _count(meta, "promptTokenCount", "toolUsePromptTokenCount")
-    output_tokens = _count(meta, "candidatesTokenCount", "thoughtsTokenCount")
-    total = _count(meta, "totalTokenCount")
-    if output_tokens is None and total is not None and input_tokens is not None and total >= input_tokens:
-        # Gemini's JSON leaves zero-valued counts out: a turn that generated nothing has no
-        # candidatesTokenCount, but its total states the output, 0 where total == prompt (js-genai
-        # test/system/recordings, a Vertex stream: promptTokenCount 83, totalTokenCount 83). Not unknown
-        # (D27), so an output-token budget does not stop the run for USAGE_UNKNOWN.
-        output_tokens = total - input_tokens
-    return Usage(input_tokens, output_tokens)
+    # totalTokenCount beyond the input is output (gemini_usage): also where the counts leave zeros out,
+    # so a turn that generated nothing is 0, not unknown, and a budget does not stop for USAGE_UNKNOWN.
+    return gemini_usage(
+        token_sum(meta, "promptTokenCount", "toolUsePromptTokenCount"),
+        token_sum(meta, "candidatesTokenCount", "thoughtsTokenCount"),
+        token_sum(meta, "totalTokenCount"),
+    )
 
 
 def _first_candidate(resp: dict[str, Any]) -> dict[str, Any] | None:

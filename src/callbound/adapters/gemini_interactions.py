@@ -15,7 +15,8 @@
   ``previous_response_id``, which goes on the wire as ``previous_interaction_id`` with only the new
   items. With ``store: false`` (a setting, or in ``extra``) nothing is stored to chain to (WIRE.md 5.5),
   and a synthetic id (``store: false`` interactions have none) is never chained either: in both cases
-  the transcript is replayed instead, as openai-responses does.
+  the transcript is replayed instead, as openai-responses does. ``extra["previous_interaction_id"]``
+  seeds the first request; the runner's chain replaces it from the second request on.
 - Results: ``{"type": "function_result", "call_id", "name", "result": <canonical JSON text>, "is_error"}``.
   Placement: by default each result is a top-level ``function_result`` step, in stateless replay and
   with ``previous_interaction_id`` alike: the form of Google's own samples and of google-genai, whose
@@ -32,7 +33,8 @@
   ``extra`` deep-merged last (its ``tools``, built-ins like ``{"type": "google_search"}``, are added
   after the registry's), ``stream: true`` in the body.
 - Usage (D27): input = ``total_input_tokens`` (cached included) + ``total_tool_use_tokens``;
-  output = ``total_output_tokens`` + ``total_thought_tokens`` (legacy ``total_reasoning_tokens``).
+  output = ``total_output_tokens`` + ``total_thought_tokens`` (legacy ``total_reasoning_tokens``), or
+  ``total_tokens`` less the input where that is more; a count that is no count (-1) is unknown (None).
 - Streaming (WIRE.md 5.6): events carry ``event_type``; assembly is keyed by step index. Steps
   schema: ``step.start`` (snapshot), ``step.delta`` (``text``, ``thought_signature``,
   ``thought_summary``, ``arguments_delta`` string fragments), ``step.stop``; legacy: ``content.*``
@@ -78,7 +80,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
-from .gemini_schema import deep_merge, google_error_details
+from .gemini_schema import deep_merge, gemini_usage, google_error_details, token_sum
 from .schema import inline_refs
 
 API = "gemini-interactions"
@@ -108,18 +110,16 @@ def _provenance(model: Any) -> Provenance:
     return Provenance(PROVIDER, API, model if isinstance(model, str) else None, REVISION)
 
 
-def _count(usage: dict[str, Any], *keys: str) -> int | None:
-    values = [usage[k] for k in keys if isinstance(usage.get(k), int) and not isinstance(usage.get(k), bool)]
-    return sum(values) if values else None
-
-
 def _usage(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
     thoughts = "total_thought_tokens" if "total_thought_tokens" in raw else "total_reasoning_tokens"
-    return Usage(
-        _count(raw, "total_input_tokens", "total_tool_use_tokens"),
-        _count(raw, "total_output_tokens", thoughts),
+    # total_tokens beyond the input is output (gemini_usage, the rule gemini-generate follows): the
+    # Interactions quickstart reports total 197, input 8, output 12 and no thought count.
+    return gemini_usage(
+        token_sum(raw, "total_input_tokens", "total_tool_use_tokens"),
+        token_sum(raw, "total_output_tokens", thoughts),
+        token_sum(raw, "total_tokens"),
     )
 
 
@@ -397,7 +397,9 @@ class GeminiInteractionsAdapter:
         if settings.get("model"):
             body["model"] = settings["model"]
         chain = previous_response_id
-        if chain is not None and not unstored and not chain.startswith("cb:"):
+        if chain is not None and (unstored or chain.startswith("cb:")):
+            chain = None
+        if chain is not None:
             body["previous_interaction_id"] = chain
             body["input"] = new_items if new_items is not None else []
         else:  # stateless replay
@@ -424,6 +426,12 @@ class GeminiInteractionsAdapter:
         if settings.get("store") is False:
             body["store"] = False
         deep_merge(body, {k: v for k, v in extra.items() if k != "tools"})
+        if chain is not None:
+            # extra["previous_interaction_id"] seeds the first request (a conversation begun elsewhere,
+            # as openai-responses takes extra["previous_response_id"]); once the runner chains, its id
+            # wins, or every later request would point back at the seed and its function_results would
+            # answer calls that interaction never made (deep_merge above would put the seed back).
+            body["previous_interaction_id"] = chain
         if stream:
             body["stream"] = True
         return body
@@ -454,12 +462,30 @@ class GeminiInteractionsAdapter:
     def check_request(self, body: dict[str, Any], previous: ModelTurn | None = None) -> None:
         """Every function_call in the input (and, with previous_interaction_id, of the previous turn) is
         answered exactly once by call_id; in stateless replay the previous turn's steps are resent
-        unchanged (thought signatures included)."""
+        unchanged (thought signatures included). With previous_interaction_id, ``previous`` must be
+        that interaction, unless its steps are all replayed (stateless replay over a seed)."""
         raw_input = body.get("input")
         items = [i for i in raw_input if isinstance(i, dict)] if isinstance(raw_input, list) else []
         if not isinstance(raw_input, list | str):
             raise ProtocolViolation("an Interactions request needs an input (a string or a list)")
-        stateful = bool(body.get("previous_interaction_id"))
+        chained = body.get("previous_interaction_id")
+        if (
+            chained
+            and previous is not None
+            and chained != previous.response_id
+            and all(step in items for step in previous.continuation)
+        ):
+            # Chained to an older interaction (a seed) while the turn being answered is replayed in
+            # full: stateless replay on top of the seed's context; the checks below read the input.
+            chained = None
+        if chained and previous is not None and chained != previous.response_id:
+            # The calls answered here were made by `previous`: chained to any other interaction, the
+            # server is asked to answer calls it never saw in that chain (as openai-responses checks).
+            raise ProtocolViolation(
+                f"previous_interaction_id {chained!r} is not the interaction being answered "
+                f"({previous.response_id!r})"
+            )
+        stateful = bool(chained)
         if any(_is_legacy_turn(i) for i in items) and any(i.get("type") == "user_input" for i in items):
             raise ProtocolViolation("the input mixes legacy turns and steps (user_input); use one schema")
         calls: set[str] = set()

@@ -60,6 +60,10 @@ Error details
 is one that waiting cannot fix: a per-day quota (``quotaId`` containing ``PerDay``), a quota of zero,
 or an ``ErrorInfo`` reason about billing. Per-minute quotas are transient. The message text is not
 read: Gemini says "check your plan and billing details" on transient per-minute limits too.
+
+Usage
+-----
+``token_sum`` and ``gemini_usage`` read both APIs' token counts by one rule (D27), see their docstrings.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ import re
 from typing import Any
 
 from ..core.errors import UnsupportedSchema
+from ..core.types import Usage
 from .base import join_fragments, utf8_len
 from .schema import inline_refs
 
@@ -498,3 +503,38 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
             base[key] = merged
         else:
             base[key] = value
+
+
+def token_sum(counts: dict[str, Any], *keys: str) -> int | None:
+    """The sum of the token counts under ``keys``; None when none is there. Gemini's JSON leaves a
+    zero count out, so a missing (or null) key adds nothing; a value that is no count (a negative
+    number such as a compatible server's -1 for "unknown", a bool, a string) makes the sum unknown:
+    taken as a count it would lower the operation's spend and let a token budget pass (D27: unknown
+    is None, and a set budget then stops the run)."""
+    total: int | None = None
+    for key in keys:
+        value = counts.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return None
+        total = (total or 0) + value
+    return total
+
+
+def gemini_usage(input_tokens: int | None, output_tokens: int | None, total: int | None) -> Usage:
+    """Usage from a Gemini response's input (prompt + tool-use prompt), output (candidates + thoughts)
+    and total counts. The total holds every token of the request, so whatever it holds beyond the input
+    was generated (D27: output counts every generated token): it is the output when the output counts
+    are missing (the JSON leaves zeros out: 0 where total == input; js-genai test/system/recordings, a
+    Vertex stream: promptTokenCount 83, totalTokenCount 83) or say less (Google's Interactions
+    quickstart: total_tokens 197, total_input_tokens 8, total_output_tokens 12, a thought step and no
+    thought count). As total - input it never counts the tool-use prompt or the thoughts twice."""
+    if (
+        total is not None
+        and input_tokens is not None
+        and total >= input_tokens
+        and (output_tokens is None or total > input_tokens + output_tokens)
+    ):
+        output_tokens = total - input_tokens
+    return Usage(input_tokens, output_tokens)

@@ -31,7 +31,6 @@ from .base import (
 from .gemini_generate import (
     API,
     REFUSAL_REASONS,
-    _count,
     _first_candidate,
     _provenance,
     _usage,
@@ -175,8 +174,12 @@ class _Assembler:
         if isinstance(event.get("promptFeedback"), dict) and event["promptFeedback"].get("blockReason"):
             self._feedback = event["promptFeedback"]
         meta = event.get("usageMetadata")
-        if isinstance(meta, dict) and _count(meta, "promptTokenCount", "candidatesTokenCount") is not None:
-            self._usage = meta  # running totals; Vertex middle chunks carry only trafficType
+        if isinstance(meta, dict) and (
+            meta.get("promptTokenCount") is not None or meta.get("candidatesTokenCount") is not None
+        ):
+            # running totals; Vertex middle chunks carry only trafficType. Counts that are no counts
+            # (-1) are kept too, so the turn's usage is unknown, not an earlier chunk's lower total.
+            self._usage = meta
         cand = _first_candidate(event)
         if cand is None:
             return []

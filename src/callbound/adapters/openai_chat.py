@@ -84,7 +84,9 @@ def _str(value: Any) -> str | None:
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    # A token count is an int >= 0: a negative one (a compatible server's -1 for "unknown") taken as a
+    # count would lower the spend and let a token budget pass (D27: unknown is None).
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _usage(raw: Any) -> Usage:

@@ -319,12 +319,12 @@ class _Assembler:
                 if isinstance(frag, dict):
                     key = self._key_for(frag, position, loose)
                     slot = self._slots.setdefault(key, _Slot())
-                    self._fragment(slot, f"#{key}", frag.get("function"), frag, out)
+                    self._fragment(slot, key, frag.get("function"), frag, out)
                     if self._aborted:
                         return
             if isinstance(delta.get("function_call"), dict):
                 self._legacy = self._legacy or _Slot()
-                self._fragment(self._legacy, "#legacy", delta["function_call"], {}, out)
+                self._fragment(self._legacy, None, delta["function_call"], {}, out)
         reason = choice.get("finish_reason")
         # The first finish_reason stays, unless a later one is content_filter: a refusal signal wins
         # over everything else in the turn (D31).
@@ -336,10 +336,21 @@ class _Assembler:
         finish_reason came, no error event did), since a turn cut or failed runs no call."""
         if self._finish_reason is None or self._error is not None:
             return []
-        out: list[Progress] = [CallReady(self._slots[key].id or f"#{key}") for key in sorted(self._slots)]
+        out: list[Progress] = [CallReady(self._label(self._slots[key], key)) for key in sorted(self._slots)]
         if self._legacy is not None:
-            out.append(CallReady("#legacy"))
+            out.append(CallReady(self._label(self._legacy, None)))
         return out
+
+    def _label(self, slot: _Slot, key: int | None) -> str:
+        """The call id progress events name a call by: the turn's (``_calls``), so a user interface can
+        match them to the calls of the Outcome. A call sent without an id gets the turn's D7 id,
+        ``response_id:index``, its index the call's position among the tool calls (``message``; the
+        legacy ``function_call`` comes last), or ``#index`` while no response id has come (the turn's
+        then hashes the whole stream)."""
+        if slot.id:
+            return slot.id
+        index = len(self._slots) if key is None else sorted(self._slots).index(key)
+        return f"{self._response_id}:{index}" if self._response_id else f"#{index}"
 
     def _indexed(self, index: int) -> int:
         """The slot key of the call now open at wire ``index`` (the index itself unless moved)."""
@@ -411,7 +422,7 @@ class _Assembler:
             )
 
     def _fragment(
-        self, slot: _Slot, key: str, function: Any, frag: dict[str, Any], out: list[Progress]
+        self, slot: _Slot, key: int | None, function: Any, frag: dict[str, Any], out: list[Progress]
     ) -> None:
         if slot.id is None and _str(frag.get("id")):
             slot.id = frag["id"]
@@ -425,7 +436,7 @@ class _Assembler:
             return
         if slot.name is None and _str(function.get("name")):
             slot.name = function["name"]
-        label = slot.id or key
+        label = self._label(slot, key)  # key None: the legacy function_call
         started = self._announce(slot, label)
         if started is not None:
             out.append(started)
@@ -501,7 +512,7 @@ class _Assembler:
             slot = slots.get(key)
             if slot is None:
                 slot = slots[key] = _Slot()
-            label = slot.id or f"#{key}"
+            label = self._label(slot, key)
             started = self._announce(slot, label)
             if started is not None and on_progress is not None:
                 on_progress(started)

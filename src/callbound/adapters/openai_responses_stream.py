@@ -202,7 +202,13 @@ class _Assembler:
             return []
         call_id = item.get("call_id")
         name = item.get("name")
-        pid = call_id if isinstance(call_id, str) and call_id else f"#{idx}"
+        # Progress names a call by the turn's call id, so a user interface can match them: a call
+        # without call_id gets the turn's D7 id, response_id:output_index (#output_index while no
+        # response id has come: the turn's then hashes the whole stream).
+        if isinstance(call_id, str) and call_id:
+            pid = call_id
+        else:
+            pid = f"{self._response_id}:{idx}" if self._response_id else f"#{idx}"
         self._progress_ids[idx] = pid
         return [CallStarted(pid, name if isinstance(name, str) else "")]
 

@@ -19,7 +19,9 @@ line goes through the per-line reader, which defines the semantics.
 
 Bounded (``max_event``): the text held for an event not yet complete (its data lines and a line not
 yet ended) may not grow past ``max_event`` characters; past it the reader raises ``EventTooLarge`` and
-is done. Before a failure (``EventTooLarge``, bytes that are not UTF-8) the events complete before the
+is done. The lines of an SSE stream that are no field, kept to find a raw error object at its end
+(``_raw_error``), hold at most ``max_event`` characters together; lines past that are dropped.
+Before a failure (``EventTooLarge``, bytes that are not UTF-8) the events complete before the
 bad point are still read (``read_into``), so where the chunks were split never decides them. Only input larger than the limit is checked event by event, so the common path pays one
 length check per chunk.
 
@@ -104,6 +106,7 @@ class SSEReader:
         "_pending_cr",
         "_started",
         "_stray",
+        "_stray_room",
     )
 
     def __init__(self, max_event: int | None = None) -> None:
@@ -119,8 +122,13 @@ class SSEReader:
         self._pending_cr = False
         self._started = False
         # Lines of an SSE stream that are no SSE field: kept (bounded) only to find a raw JSON error
-        # object written into the stream (see close_frames).
+        # object written into the stream (see close_frames). Bounded in lines and, with a limit, in
+        # characters too: _stray_room is what may still be kept (max_event in all), so garbage lines
+        # each just under the limit cannot make the reader hold 256 times it (StreamCaps.max_body_bytes
+        # bounds what callbound holds of a response). A line past the room is dropped, as one past
+        # _STRAY_LINES is: an error object that large is no more read than an event that large.
         self._stray: list[str] = []
+        self._stray_room = max_event
 
     def feed(self, chunk: bytes | str) -> list[SSEEvent]:
         return [SSEEvent(name, data) for name, data in self.feed_frames(chunk)]
@@ -298,7 +306,7 @@ class SSEReader:
         out: list[RawEvent] = []
         if self._mode == "sse" and rest and not rest.startswith(("data:", *_NON_DATA_FIELDS)):
             # the last line of a raw error object, with no line end after it (_raw_error)
-            self._stray.append(rest)
+            self._keep_stray(rest)
         if rest or cut_character:
             if not cut_character and self._line_is_complete(rest):
                 self._line(rest, out)
@@ -351,10 +359,22 @@ class SSEReader:
             self._data.append(value)
         elif field == "event":
             self._event = value
-        elif field not in ("id", "retry") and len(self._stray) < _STRAY_LINES:
-            self._stray.append(line)
+        elif field not in ("id", "retry"):
+            self._keep_stray(line)
         # id:, retry: and unknown fields carry nothing an adapter needs, but a raw error object may
         # hide among the unknown ones (close_frames)
+
+    def _keep_stray(self, line: str) -> None:
+        if len(self._stray) >= _STRAY_LINES:
+            return
+        if self._stray_room is not None:
+            if len(line) > self._stray_room:
+                # A line is missing from what is kept now, so no later line can complete an object:
+                # none is kept after this.
+                self._stray_room = 0
+                return
+            self._stray_room -= len(line)
+        self._stray.append(line)
 
 
 # A stream may end with a JSON error object written as is, without ``data:``, often over several lines:
