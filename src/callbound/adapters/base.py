@@ -418,3 +418,18 @@ def with_extra_tools(
     if clash:
         raise UsageError(f"{api}: settings['extra']['tools'] declares {clash}, a registry tool's name")
     return [*tools, *added]
+
+
+def answered_chain(chained: Any, previous: ModelTurn | None, items: list[Any]) -> Any:
+    """The chain id (``previous_response_id``, ``previous_interaction_id``) a request's answers are
+    checked against in ``check_request``: None when it chains to an older response (a seed) while the
+    turn being answered is replayed in full, which is stateless replay on top of the seed's context:
+    the server knows every call from the input itself, so the checks read the input alone."""
+    if (
+        chained
+        and previous is not None
+        and chained != previous.response_id
+        and all(item in items for item in previous.continuation)
+    ):
+        return None
+    return chained

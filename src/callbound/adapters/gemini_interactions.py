@@ -66,6 +66,7 @@ from ..core.types import (
 from .base import (
     StreamAssembler,
     StreamCaps,
+    answered_chain,
     decode_body,
     failure_turn,
     make_call,
@@ -468,16 +469,7 @@ class GeminiInteractionsAdapter:
         items = [i for i in raw_input if isinstance(i, dict)] if isinstance(raw_input, list) else []
         if not isinstance(raw_input, list | str):
             raise ProtocolViolation("an Interactions request needs an input (a string or a list)")
-        chained = body.get("previous_interaction_id")
-        if (
-            chained
-            and previous is not None
-            and chained != previous.response_id
-            and all(step in items for step in previous.continuation)
-        ):
-            # Chained to an older interaction (a seed) while the turn being answered is replayed in
-            # full: stateless replay on top of the seed's context; the checks below read the input.
-            chained = None
+        chained = answered_chain(body.get("previous_interaction_id"), previous, items)
         if chained and previous is not None and chained != previous.response_id:
             # The calls answered here were made by `previous`: chained to any other interaction, the
             # server is asked to answer calls it never saw in that chain (as openai-responses checks).

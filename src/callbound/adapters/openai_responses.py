@@ -55,6 +55,7 @@ from ..core.types import (
 )
 from .base import (
     StreamCaps,
+    answered_chain,
     decode_body,
     failure_turn,
     make_call,
@@ -475,22 +476,12 @@ class OpenAIResponsesAdapter:
         answered: dict[str, int] = {}
         order: dict[str, None] = {}  # call ids, in the order their calls appear
         item_ids: dict[str, str] = {}  # fc_ item id -> call_id
-        chained = body.get("previous_response_id")
+        chained = answered_chain(body.get("previous_response_id"), previous, items)
         replayed = {
             item.get("call_id")
             for item in items
             if isinstance(item, dict) and item.get("type") == "function_call"
         }
-        if (
-            chained
-            and previous is not None
-            and chained != previous.response_id
-            and all(item in items for item in previous.continuation)
-        ):
-            # Chained to an older response (a seed) while the turn being answered is replayed in full:
-            # the server knows every call from the input itself, so this is stateless replay on top
-            # of the seed's context; the checks below apply to the input alone.
-            chained = None
         if chained and previous is not None:
             if chained != previous.response_id:
                 raise ProtocolViolation(
