@@ -127,11 +127,14 @@ def _result_for(spec: ToolSpec, op: Operation, value: Any) -> tuple[dict[str, An
         return error_result(HANDLER_ERROR, "the tool returned a value that is not JSON." + applied), None
     cap = result_cap(op.budgets, spec.max_result_bytes)
     if size > cap:
-        applied = " The effect was applied; do not repeat the call." if spec.is_write else ""
-        return error_result(
-            RESULT_TOO_LARGE, f"the result is {size} bytes, over the {cap}-byte limit." + applied
-        ), data
+        return _too_large(size, cap, spec.is_write), data
     return ok_result(data), data
+
+
+def _too_large(size: int, cap: int, applied: bool) -> dict[str, Any]:
+    """D11's envelope; ``audit verify`` reads the size back from a replayed one (verify._TOO_LARGE)."""
+    also = " The effect was applied; do not repeat the call." if applied else ""
+    return error_result(RESULT_TOO_LARGE, f"the result is {size} bytes, over the {cap}-byte limit." + also)
 
 
 def _replayed(op: Operation, spec: ToolSpec | None, recorded: dict[str, Any]) -> dict[str, Any]:
@@ -142,12 +145,7 @@ def _replayed(op: Operation, spec: ToolSpec | None, recorded: dict[str, Any]) ->
         return recorded
     cap = result_cap(op.budgets, spec.max_result_bytes if spec is not None else None)
     size = len(canonical_bytes(recorded.get("data")))
-    if size <= cap:
-        return recorded
-    return error_result(
-        RESULT_TOO_LARGE,
-        f"the result is {size} bytes, over the {cap}-byte limit. The effect was applied; do not repeat the call.",
-    )
+    return recorded if size <= cap else _too_large(size, cap, applied=True)
 
 
 def _ctx(runner: Runner, op: Operation, rec: CallRecord, spec: ToolSpec, attempt: int = 1) -> CallContext:
