@@ -128,6 +128,66 @@ async def test_a_cancelled_run_holds_the_lease_until_its_write_handler_ends(tmp_
     store.close()
 
 
+async def test_a_cancelled_run_holds_the_lease_until_its_async_write_handler_ends(tmp_path: Any) -> None:
+    """D16, the async twin of the test above (review round 14): an async write handler that catches the
+    run's cancellation and finishes the payment it had in flight (or shields it) outlives the grace
+    period. The lease was released at once, a resume reconciled the STARTED write while the payment
+    was in flight, heard "not applied", and paid again."""
+    import asyncio
+    import contextlib
+    import time
+
+    from callbound.stores.sqlite import SQLiteStore
+
+    from .helpers import rebuild
+
+    inside, let_go = asyncio.Event(), asyncio.Event()
+    paid: list[str] = []
+
+    async def pay(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        inside.set()
+        try:
+            await let_go.wait()
+        except asyncio.CancelledError:
+            await let_go.wait()  # the request is on the wire: finish it before giving up
+            paid.append(ctx.idempotency_key or "")
+            raise
+        paid.append(ctx.idempotency_key or "")
+        return {"noted": args.order_id}
+
+    def reconcile(key: str, ctx: cb.CallContext) -> dict[str, Any]:
+        if key in paid:
+            return {"noted": "A1"}
+        raise cb.NotApplied("no such payment")
+
+    def tool() -> Any:
+        return write_tool(handler=pay, reconcile=reconcile, timeout_ms=20_000)
+
+    store = SQLiteStore(tmp_path / "cb.db")
+    h = make(script(), [tool()], store=store, grace_s=0.05)  # type: ignore[arg-type]
+    task = asyncio.create_task(h.runner.run("note A1", tenant="acme", subject="u1", operation_id="op_1"))
+    await asyncio.wait_for(inside.wait(), 10)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert store.lease_holder("op_1") is not None  # still held for the handler in flight
+    other = rebuild(h, [tool()], script=script())
+    try:
+        await other.runner.resume("op_1")
+        raise AssertionError("resumed while the first handler was still paying")
+    except cb.OperationBusy:
+        pass
+    let_go.set()
+    deadline = time.monotonic() + 10
+    while store.lease_holder("op_1") is not None and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert store.lease_holder("op_1") is None  # released once the handler ended
+    out = await other.runner.resume("op_1")
+    assert out.state == cb.State.COMPLETED
+    assert len(paid) == 1  # reconciled as applied, never paid again
+    store.close()
+
+
 def test_a_refused_claim_does_not_take_an_earlier_writes_outcome_with_it(tmp_path: Any) -> None:
     """D16/D18: a turn of two writes; the first succeeds, the second reconciles an intent an ended
     operation left UNKNOWN, and while its lookup runs another operation takes that intent. The store
@@ -200,3 +260,25 @@ def test_a_refused_claim_does_not_take_an_earlier_writes_outcome_with_it(tmp_pat
     assert set(statuses.values()) == {"SUCCEEDED"}, statuses
     assert verify_store(store) == []
     store.close()
+
+
+def test_an_abandoned_async_handler_no_longer_holds_the_lease() -> None:
+    """A lingering async handler whose event loop closes without it (``run_blocking``) can never run
+    again: the lease held for it goes (without this, a daemon thread renewed it for the process's life)."""
+    import asyncio
+
+    from callbound.runtime import tools
+
+    async def forever() -> None:
+        await asyncio.Event().wait()
+
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(forever())
+        loop.run_until_complete(asyncio.sleep(0))
+        tools._linger_task("op_abandoned", task)
+        assert tools.lingering("op_abandoned")  # held while the task may still run
+        tools.abandon_tasks({task})
+        assert tools.lingering("op_abandoned") == []
+    finally:
+        loop.close()

@@ -142,7 +142,11 @@ class ToolExecutor:
         except asyncio.CancelledError:
             # The run itself is cancelled: so is the handler, as when it ran in place. Its cleanup gets
             # the grace period, not more; the run's cancellation is not the tool's outcome to report.
+            # One that catches the cancellation and goes on (finishing a payment in flight) holds the
+            # operation's lease until it ends, as a sync handler's thread does (D16, lease.give_up):
+            # registered before the wait, which a second cancellation may cut short.
             task.cancel()
+            _linger_task(ctx.operation_id, task)
             await asyncio.wait({task}, timeout=self.grace_s)
             raise
         finally:
@@ -250,6 +254,17 @@ def _linger(operation_id: str, done: threading.Event) -> None:
         _lingering.setdefault(operation_id, []).append(done)
 
 
+def _linger_task(operation_id: str, task: asyncio.Task[Any]) -> None:
+    """``_linger`` for an async handler's task: its event is set when the task ends, or when its event
+    loop closes without it (``abandon_tasks``: it can never run again)."""
+    if task.done():
+        return
+    done = threading.Event()
+    _task_done[task] = done
+    task.add_done_callback(lambda t: _task_done.pop(t, done).set())
+    _linger(operation_id, done)
+
+
 def lingering(operation_id: str) -> list[threading.Event]:
     """The handler threads of ``operation_id`` in this process that outlived a cancelled run and still
     run (each event is set when its handler returns)."""
@@ -279,6 +294,8 @@ _NOT_STARTED = object()
 # Async handlers' tasks until they end: the event loop keeps only weak references to tasks, and an
 # abandoned one (timed out, still running after its grace) must not be collected mid-flight.
 _handler_tasks: set[asyncio.Task[Any]] = set()
+# The lingering event of each async handler task that outlived its cancelled run (see _linger_task).
+_task_done: dict[asyncio.Task[Any], threading.Event] = {}
 
 
 def abandon_tasks(tasks: set[asyncio.Task[Any]]) -> None:
@@ -288,6 +305,9 @@ def abandon_tasks(tasks: set[asyncio.Task[Any]]) -> None:
     warning named them once)."""
     for task in tasks:
         _handler_tasks.discard(task)
+        done = _task_done.pop(task, None)
+        if done is not None:
+            done.set()  # it will never run again: a lease held for it can go (lease.give_up)
         task._log_destroy_pending = False  # type: ignore[attr-defined]  # asyncio.Task's own switch
 
 
