@@ -116,3 +116,29 @@ async def test_a_replay_of_a_result_recorded_over_the_cap_verifies_clean(tmp_pat
     assert runs.calls == ["A1"]
     assert verify_store(store) == []
     store.close()
+
+
+async def test_a_purged_ledger_result_replays_as_applied_and_never_runs_again(tmp_path: Path) -> None:
+    """D20 lets payloads be purged for privacy: a SUCCEEDED entry whose result was set to null still
+    stands for a refund that happened. A later proposal of that intent crashed the run with a bare
+    AssertionError (review round 14); it now hears "applied", the refund is not paid again, and verify
+    accepts the purge and the replay."""
+    runs = Counter()
+    store = SQLiteStore(tmp_path / "cb.db")
+    h1 = make(script(), [refund_tool(runs)], store=store)  # type: ignore[arg-type]
+    assert (await h1.runner.run("refund A1", tenant="acme", subject="u1")).state == cb.State.COMPLETED
+    store.close()
+    with sqlite3.connect(tmp_path / "cb.db") as conn:
+        ((key, entry),) = conn.execute("SELECT key, entry FROM ledger").fetchall()
+        doc = json.loads(entry)
+        doc["result"] = None  # purged
+        conn.execute("UPDATE ledger SET entry = ? WHERE key = ?", (json.dumps(doc), key))
+    store = SQLiteStore(tmp_path / "cb.db")
+    h2 = make(script(), [refund_tool(runs)], store=store, clock=h1.clock)  # type: ignore[arg-type]
+    out = await h2.runner.run("refund A1 again", tenant="acme", subject="u1", operation_id="op_two")
+    assert out.state == cb.State.COMPLETED
+    assert runs.calls == ["A1"]  # replayed, never run again
+    sent = last_outputs(h2.model)["call_1"]
+    assert sent["ok"] is True and sent["data"]["applied"] is True
+    assert verify_store(store) == []
+    store.close()

@@ -124,6 +124,14 @@ SETTLED_APPLIED: dict[str, Any] = {
 }
 
 
+# The data replayed for a SUCCEEDED intent whose recorded result was purged (set to null for privacy,
+# which D20 allows): the effect happened, and that is all that is left to say about it.
+PURGED_APPLIED: dict[str, Any] = {
+    "applied": True,
+    "detail": "this was already carried out; its result details are no longer kept",
+}
+
+
 def settle_refusal(entry: LedgerEntry, holder_ended: bool) -> str | None:
     """Why a human may not settle ``entry`` now (None: they may). ``holder_ended``: the operation
     that holds it has ended (a terminal state) or no longer exists.

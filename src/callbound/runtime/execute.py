@@ -26,7 +26,7 @@ from ..core.dispatch import (
     UNKNOWN_TOOL,
 )
 from ..core.guards import identical_allowed, identical_key, remaining_s, result_cap
-from ..core.idempotency import LedgerAction, LedgerEntry, LedgerStatus, decide
+from ..core.idempotency import PURGED_APPLIED, LedgerAction, LedgerEntry, LedgerStatus, decide
 from ..core.registry import CallContext, ToolSpec, is_async_callable
 from ..core.snapshot import envelope_to_dict
 from ..core.states import TERMINAL
@@ -486,9 +486,12 @@ async def _run_write(
         refuse(runner, op, turn, rec, spec, IN_PROGRESS, why)
         return
     if action is LedgerAction.REPLAY:
-        assert entry is not None and entry.result is not None
+        assert entry is not None
         rec.effect, rec.producer = "replayed", "ledger"
-        seal(runner, op, turn, rec, spec, _replayed(op, spec, entry.result))
+        # A result purged from the ledger (D20 allows it) still stands for an effect that happened:
+        # replayed as "applied", never run again (an assert here crashed the run).
+        recorded = entry.result if entry.result is not None else ok_result(dict(PURGED_APPLIED))
+        seal(runner, op, turn, rec, spec, _replayed(op, spec, recorded))
         return
     if action is LedgerAction.RECONCILE:
         # STARTED left by a crash, or UNKNOWN from an earlier timeout: never re-run blindly. Taking it
