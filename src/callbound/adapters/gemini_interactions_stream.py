@@ -113,6 +113,9 @@ class _Assembler:
         self._order: list[int] = []  # the keys of _items, sorted: finish() numbers steps in this order
         self._args: dict[int, list[str]] = {}  # arguments_delta fragments, joined once at step.stop
         self._texts: dict[int, list[str]] = {}
+        # thought_summary text deltas by step index: each run of consecutive ones is one summary item
+        # (the dict in the step's "summary" list) and its fragments, joined once in _build
+        self._summaries: dict[int, list[tuple[dict[str, Any], list[str]]]] = {}
         self._raw: dict[int, str] = {}  # joined argument text by step index, for the strict parser
         self._stopped: set[int] = set()  # steps whose step.stop (legacy: content.stop) came
         self._call_bytes: dict[int, int] = {}
@@ -171,6 +174,7 @@ class _Assembler:
             self._order.clear()
             self._args.clear()
             self._texts.clear()
+            self._summaries.clear()
             return False
         return True
 
@@ -202,6 +206,7 @@ class _Assembler:
                 insort(self._order, index)
             item = self._items[index] = dict(snapshot) if isinstance(snapshot, dict) else {}
             self._stopped.discard(index)  # a step started again is open again
+            self._summaries.pop(index, None)  # its summary items are gone with the old snapshot
             if item.get("type") == "function_call":
                 self._args[index] = []
                 return self._started(index)
@@ -229,7 +234,7 @@ class _Assembler:
                 item["signature"] = delta["signature"]
         elif dtype == "thought_summary":
             if isinstance(delta.get("content"), dict):
-                _list_in(item, "summary").append(delta["content"])
+                self._summary(index, item, delta["content"])
         elif dtype == "arguments_delta" and isinstance(fragment := _fragment(delta), str):
             nbytes = self._arguments(index, fragment)
             return [] if nbytes is None else [ArgumentsProgress(self._cid(index), nbytes)]
@@ -244,6 +249,24 @@ class _Assembler:
         elif dtype not in ("text_annotation", "text_annotation_delta"):
             item.update({k: v for k, v in delta.items() if k != "type"})  # built-in tool deltas, whole
         return []
+
+    def _summary(self, index: int, item: dict[str, Any], content: dict[str, Any]) -> None:
+        """Keep one thought_summary delta. Consecutive text deltas are one summary text, streamed in
+        pieces (Google's streaming docs build the summary by concatenating them): they go into one
+        summary item, joined in _build with join_fragments, as text deltas are, since a character
+        outside the BMP may arrive as its escaped surrogate halves in two deltas, and two lone
+        surrogates in the replayed thought step make the next request unencodable (D4, D8). Any other
+        content (an image) is an item of its own and ends the run."""
+        summary = _list_in(item, "summary")
+        runs = self._summaries.setdefault(index, [])
+        text = content.get("text")
+        if content.get("type") != "text" or not isinstance(text, str):
+            summary.append(content)
+        elif runs and summary and summary[-1] is runs[-1][0]:
+            runs[-1][1].append(text)  # the run goes on
+        else:
+            summary.append(content)
+            runs.append((content, [text]))
 
     def _arguments(self, index: int, fragment: str) -> int | None:
         """Keep one arguments_delta fragment; the call's byte count, or None when a cap tripped or
@@ -292,6 +315,10 @@ class _Assembler:
 
     def _build(self, index: int, item: dict[str, Any]) -> dict[str, Any]:
         texts = self._texts.get(index)
+        runs = self._summaries.get(index)
+        if runs and isinstance(item.get("summary"), list):
+            joined = {id(first): {**first, "text": join_fragments(parts)} for first, parts in runs}
+            item = {**item, "summary": [joined.get(id(part), part) for part in item["summary"]]}
         if item.get("type") == "function_call" and self._args.get(index):  # no step.stop came
             raw = self._raw[index] = join_fragments(self._args[index])
             item = {**item, "arguments": _echoed(raw)}

@@ -17,14 +17,17 @@
   (missing_call_id, not retryable): its output could not be paired with it, and D7 forbids sending
   the synthetic id; an output item that asks the client for an action callbound cannot answer
   (``custom_tool_call``, ``shell_call``, ``mcp_approval_request``, ... with no answer in the same
-  response) → API_FAILURE (unexpected_tool_call, not retryable), never FINAL_TEXT;
+  response), a function_call whose ``namespace`` differs from its ``name`` (a function of an app's
+  namespace group) or whose ``caller`` is a program → API_FAILURE (unexpected_tool_call, not
+  retryable), never FINAL_TEXT;
   ``incomplete`` + ``max_output_tokens`` or ``max_messages`` → TRUNCATED; an error with code
   ``context_length_exceeded`` (HTTP 400) → TRUNCATED (context_window_exceeded, D1), raw_stop_reason
   the status (D32); ``incomplete`` + ``content_filter`` → REFUSAL; ``failed``/``cancelled`` →
   API_FAILURE; anything else (``incomplete`` + ``steered``, ...) → API_FAILURE(unknown_stop_reason).
 - Settings: ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or ``{"name": ...}`` (anything
   else raises ``UsageError``; provider-specific forms go in ``extra``). ``extra["tools"]`` (hosted
-  tools) is added after the registry's tools; a non-list, or a registry tool's name, raises ``UsageError``.
+  tools) is added after the registry's tools; a non-list, or a registry tool's name (also inside a
+  ``namespace`` group), raises ``UsageError``.
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
 - Streaming: final items come from ``response.output_item.done`` keyed by ``output_index`` (the
   terminal snapshot may have an empty ``output``; a done call without arguments takes the snapshot's,
@@ -155,6 +158,31 @@ def _pending_client_action(items: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def _unanswerable_call(items: list[dict[str, Any]]) -> str | None:
+    """What makes the first function_call of the turn one callbound cannot answer, or None.
+
+    - A ``namespace`` that differs from the call's ``name``: the model called a function of a namespace
+      group the app declared in ``extra["tools"]`` (``sandbox.transfer``), never a registry tool, which
+      is rendered at top level; dispatched by its bare name it would run the registry tool of that name.
+      ``namespace == name`` is how the API names a deferred top-level function that tool_search loaded
+      (vercel/ai packages/openai/src/responses/__fixtures__/openai-tool-search.1.json), and an empty one
+      names no namespace (openai-agents-python get_function_tool_lookup_key reads both so): those run.
+    - A ``caller`` of type ``program``: a call made by the code of a programmatic_tool_calling program,
+      which only an app's ``allowed_callers: ["programmatic"]`` tool accepts; the program waits for it
+      (status ``in_progress`` in a completed response, vercel/ai programmatic-tool-calling.1.json), and
+      callbound renders no such tool, so it is an unexpected call rather than a cut-off one."""
+    for item in items:
+        if item.get("type") != "function_call":
+            continue
+        namespace = item.get("namespace")
+        if namespace not in (None, "") and namespace != item.get("name"):
+            return "namespaced_function_call"
+        caller = item.get("caller")
+        if isinstance(caller, dict) and caller.get("type") == "program":
+            return "programmatic_function_call"
+    return None
+
+
 def says_unfinished(item: dict[str, Any]) -> bool:
     """A function_call item whose own status says it never finished (issue 2 §2)."""
     return item.get("type") == "function_call" and item.get("status") in ("in_progress", "incomplete")
@@ -256,6 +284,13 @@ def turn_from_response(
             # the synthetic id back: such a call can never be answered, so none of the turn's calls
             # may run (and the function_call could not even be replayed without its call_id).
             return turn(Finish.API_FAILURE, "completed", "missing_call_id", Failure("status", False))
+        unanswerable = _unanswerable_call(items)
+        if unanswerable is not None:
+            # A call meant for a tool callbound does not hold (see _unanswerable_call): none of the
+            # turn's calls runs, as for a custom_tool_call below (API_FAILURE, not retryable). Judged
+            # before an unfinished call: a program's call waits in_progress for its output by design.
+            failure = Failure("status", False, None, None, unanswerable)
+            return turn(Finish.API_FAILURE, "completed", "unexpected_tool_call", failure)
         if unfinished or (output is None and any(says_unfinished(i) for i in items)):
             # A call item that says it is unfinished, in a plain response that says it completed: the
             # body contradicts itself, and an unfinished call never runs even when its arguments parse
@@ -325,8 +360,15 @@ def _error_body_turn(
 
 
 def _tool_name(tool: dict[str, Any]) -> list[str]:
-    name = tool.get("name")  # function and custom tools; hosted tools have none
-    return [name] if isinstance(name, str) else []
+    """The names a tool declares: a function or custom tool's own (hosted tools have none), and for a
+    namespace group (openai-python types/responses/namespace_tool.py) its name and every name in its
+    ``tools``: the clash check of ``with_extra_tools`` must see a registry tool's name inside a group
+    too, or a ``sandbox.transfer`` the app declared would be set up beside the registry's ``transfer``."""
+    names = [tool.get("name")]
+    nested = tool.get("tools")
+    if tool.get("type") == "namespace" and isinstance(nested, list):
+        names.extend(t.get("name") for t in nested if isinstance(t, dict))
+    return [name for name in names if isinstance(name, str)]
 
 
 class OpenAIResponsesAdapter:
