@@ -8,13 +8,13 @@
   and redacted_thinking blocks with their signatures. Results are ONE user message whose content
   starts with a ``tool_result`` per call, in call order, with ``is_error`` = not ok. The provider's rules
   win over "unchanged" twice: an empty or whitespace-only ``text`` block (a 400 when sent back) is left
-  out of the message sent (``turn_items``), and a streamed tool_use input that never parsed goes back as
-  ``{"INVALID_JSON": "<the text>"}`` (``anthropic_stream``).
+  out of the message sent (``turn_items``), and a tool_use input that never parsed (streamed) or holds
+  NaN / Infinity / 1e400 goes back as ``{"INVALID_JSON": "<the text>"}`` (``finite``).
 - Stop mapping (D1, D31): ``refusal`` → REFUSAL (wins over tool_use blocks); ``end_turn`` and
   ``stop_sequence`` → FINAL_TEXT, but with tool_use blocks → API_FAILURE(unknown_stop_reason), since
   D1 lists them as completions with no calls; ``tool_use`` → TOOL_PROPOSALS; ``max_tokens`` and
-  ``model_context_window_exceeded`` → TRUNCATED; ``pause_turn`` → CONTINUE (the content is resent
-  unchanged, with no new user message); anything else → API_FAILURE(unknown_stop_reason).
+  ``model_context_window_exceeded`` → TRUNCATED; ``pause_turn`` and beta ``compaction`` → CONTINUE (the
+  content is resent unchanged, with no new user message); anything else → API_FAILURE(unknown_stop_reason).
 - Tool schema (D9): ``$ref`` inlined; Anthropic takes JSON Schema as is otherwise.
 - Usage (D27): input = input + cache creation + cache read tokens; streamed usage is cumulative, so
   ``message_delta`` fields replace those of ``message_start``. When ``usage.iterations`` lists every
@@ -64,6 +64,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
+from .finite import has_non_finite, invalid_json, json_text
 from .schema import inline_refs
 
 API = "anthropic-messages"
@@ -185,8 +186,7 @@ def turn_from_message(
     ``unfinished`` says a streamed tool_use block never got its content_block_stop."""
     prov = _provenance(msg.get("model"))
     rid = _str(msg.get("id")) or synthetic_response_id(raw_sha256)
-    content = msg.get("content") if isinstance(msg.get("content"), list) else []
-    assert isinstance(content, list)
+    content = list(msg["content"]) if isinstance(msg.get("content"), list) else []  # a copy: see tool_use
     calls: list[ToolCall] = []
     text: list[str] = []
     for index, block in enumerate(content):
@@ -197,6 +197,13 @@ def turn_from_message(
             text.append(block["text"])
         elif kind == "tool_use":
             raw = raw_inputs[index] if raw_inputs and index in raw_inputs else block.get("input")
+            if isinstance(raw, dict) and has_non_finite(raw):
+                # 1e400, NaN or Infinity read as inf/nan: D5 refuses the call, but sent back as is the
+                # block would put a bare Infinity in the next request (no JSON: a 400, or the SDK's
+                # ValueError). It goes back (in this copy of the content) as input that never parsed
+                # (finite.py), as a stream's does; the call gets the text, which the store can hold.
+                raw = json_text(raw)
+                content[index] = {**block, "input": invalid_json(raw)}
             args = raw if isinstance(raw, str | dict) else None
             calls.append(make_call(PROVIDER, API, rid, _str(block.get("id")), block.get("name"), args, index))
     stop = msg.get("stop_reason")
@@ -254,7 +261,9 @@ def turn_from_message(
         return turn(Finish.TRUNCATED, "max_tokens")
     if stop == "model_context_window_exceeded":
         return turn(Finish.TRUNCATED, "context_window_exceeded")
-    if stop == "pause_turn":
+    if stop in ("pause_turn", "compaction"):
+        # D1: an explicit "continue". The beta "compaction" stop (pause_after_compaction: true) hands
+        # the turn back after the compaction block; the SDK's _beta_runner resumes it as pause_turn.
         return turn(Finish.CONTINUE, None)
     return turn(Finish.API_FAILURE, "unknown_stop_reason", Failure("status", False))
 
@@ -313,8 +322,9 @@ class _Assembler(MessageStream):
         # a cut or failed request that is retried has still been paid for, and token budgets add up
         # every request (D12).
         usage = _usage(self._usage)
-        if self._aborted:
-            return replace(too_large_turn(API, prov, raw_sha256, rid, cap=self.tripped_cap), usage=usage)
+        if self._aborted:  # a server tool's input over max_body_bytes is no argument (MessageStream._append)
+            why = "response_too_large" if self.tripped_cap == "max_body_bytes" else "arguments_too_large"
+            return replace(too_large_turn(API, prov, raw_sha256, rid, why, cap=self.tripped_cap), usage=usage)
         if self._error is not None:
             turn = _error_turn(self._error, raw_sha256, None, {}, "error_event", rid, self._model)
             return replace(turn, usage=usage)
@@ -352,11 +362,8 @@ def _pending_code_execution(blocks: list[dict[str, Any]]) -> bool:
     answered = {b.get("tool_use_id") for b in blocks if str(b.get("type")).endswith("_tool_result")}
     for b in blocks:
         caller = b.get("caller")
-        if (
-            b.get("type") == "tool_use"
-            and isinstance(caller, dict)
-            and caller.get("type") not in (None, "direct")
-        ):
+        called = isinstance(caller, dict) and caller.get("type") not in (None, "direct")
+        if b.get("type") == "tool_use" and called:
             return True
         if b.get("type") == "server_tool_use" and b.get("id") not in answered:
             return True
@@ -431,14 +438,8 @@ class AnthropicMessagesAdapter:
             if call.synthetic_id:  # D7: echo what was sent, never the made-up id
                 sent = blocks[call.output_index].get("id") if call.output_index < len(blocks) else None
                 tool_use_id = sent if isinstance(sent, str) else ""
-            content.append(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": tool_use_id,
-                    "content": result_text(model_result),
-                    "is_error": not model_result.get("ok"),
-                }
-            )
+            block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": result_text(model_result)}
+            content.append({**block, "is_error": not model_result.get("ok")})
         return [{"role": "user", "content": content}]
 
     def build_request(

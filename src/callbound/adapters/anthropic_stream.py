@@ -12,8 +12,12 @@ Used by ``anthropic_messages``, whose ``_Assembler`` adds ``finish`` (the turn m
   halves split over two deltas. A ``signature`` or a compaction's ``encrypted_content`` arrives whole
   in each delta: the last one wins. ``compaction_delta`` text is appended, like ``text_delta``.
 - A tool_use input that never parses as a JSON object (fine-grained tool streaming gives no guarantee
-  that it does) becomes ``{"INVALID_JSON": "<the text>"}`` in the rebuilt block, as Anthropic's docs
-  say to send it back; ``message()`` also returns the text, which the call's parser rejects.
+  that it does), or holds a number JSON cannot carry (NaN, Infinity, 1e400), becomes
+  ``{"INVALID_JSON": "<the text>"}`` in the rebuilt block, as Anthropic's docs say to send it back;
+  ``message()`` also returns the text, which the call's parser rejects.
+- Byte caps: tool_use argument text counts against ``max_call_bytes`` / ``max_response_bytes`` as it
+  comes; other blocks' ``input_json_delta`` (server_tool_use, mcp_tool_use) is no call and counts,
+  all together, against ``max_body_bytes`` only.
 - Deltas in the API's compact shape are read from the raw event text without the JSON parser
   (``feed_events``, the fast path of ``callbound.adapters.stream``).
 """
@@ -28,6 +32,7 @@ from ..core.arguments import loads_body
 from ..core.model import ProgressCallback
 from ..core.types import ArgumentsProgress, CallReady, CallStarted, ModelTurn, Progress
 from .base import StreamCaps, cap_tripped, join_fragments, utf8_len
+from .finite import has_non_finite, invalid_json
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
 from .stream import feed_one
 
@@ -88,7 +93,8 @@ class MessageStream:
         self._delta: dict[str, Any] = {}
         self._blocks: dict[int, _Block] = {}
         self._raw_inputs: dict[int, str] = {}
-        self._total = 0
+        self._total = 0  # tool_use argument bytes, against max_response_bytes
+        self._held = 0  # other blocks' input_json bytes, against max_body_bytes
         self._stopped = False
         self._error: dict[str, Any] | None = None
         self._aborted = False
@@ -197,11 +203,22 @@ class MessageStream:
         json_text = field == "partial_json"
         if json_text:
             size = utf8_len(value)  # never raises: one half of a split surrogate pair counts 2 bytes
-            block.nbytes += size
-            self._total += size
-            if block.nbytes > self._max_call_bytes or self._total > self._max_response_bytes:
-                self._aborted = True  # stop buffering; finish() reports TRUNCATED(arguments_too_large)
-                self.tripped_cap = cap_tripped(block.nbytes, self._total, self._caps)
+            if block.tool_use:
+                block.nbytes += size
+                self._total += size
+                over = block.nbytes > self._max_call_bytes or self._total > self._max_response_bytes
+            else:
+                # A server_tool_use / mcp_tool_use input (pydantic-ai's test_anthropic_mcp_servers_stream
+                # cassette streams one as input_json_delta) is no call: a plain body's capped() counts
+                # only tool_use, and a stream may trip before plain, never after (docs/stop-reasons.md).
+                # Its text is still held, so all of it together is bounded as a plain body is.
+                self._held += size
+                over = self._held > self._caps.max_body_bytes
+            if over:
+                self._aborted = True  # stop buffering; finish() reports TRUNCATED (tripped_cap says why)
+                self.tripped_cap = (
+                    cap_tripped(block.nbytes, self._total, self._caps) if block.tool_use else "max_body_bytes"
+                )
                 self._blocks.clear()
                 return None
         parts = block.parts.get(field)
@@ -265,15 +282,17 @@ class MessageStream:
                     parsed = loads_body(joined)  # marks duplicate keys for make_call to reject (D5)
                 except (ValueError, RecursionError):
                     parsed = None
-                if isinstance(parsed, dict):
+                if isinstance(parsed, dict) and not has_non_finite(parsed):
                     final["input"] = parsed
                 else:
                     # The call fails with arguments_error on the raw text (raw_inputs) and never runs. The
                     # block sent back must say what the model wrote, not the start's {}: Anthropic's
                     # fine-grained tool streaming docs ("Handling invalid JSON in tool responses") say to
-                    # wrap it, as {"INVALID_JSON": "<the text>"}, since input must be an object.
+                    # wrap it, as {"INVALID_JSON": "<the text>"}, since input must be an object. So does
+                    # input holding NaN, Infinity or 1e400 (parsed to nan/inf): kept, it would put a bare
+                    # Infinity in the next request, which is no JSON (finite.py).
                     self._raw_inputs[index] = joined
-                    final["input"] = {"INVALID_JSON": joined}
+                    final["input"] = invalid_json(joined)
             # Only an empty partial_json (a tool without arguments) keeps the start's input: {}.
         block.parts = {}
         return True

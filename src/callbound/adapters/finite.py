@@ -1,0 +1,49 @@
+"""Argument objects holding a number JSON cannot carry, and how they go back to the provider.
+
+A provider body is read leniently (``loads_body``), so a number a double cannot hold (``1e400``,
+which is valid JSON a model may write) reads as ``inf``, and ``NaN`` / ``Infinity`` (which fine-grained
+streaming does not rule out) as ``nan`` / ``inf``. D5 refuses the call; but the continuation (D8) must
+still go back as JSON, and a bare ``Infinity`` in the next request is not JSON: the API answers 400,
+and the SDK transports raise before sending. So such input goes back as input that never parsed:
+``{"INVALID_JSON": "<the text>"}``, as Anthropic's fine-grained tool streaming docs ("Handling invalid
+JSON in tool responses") say to send it, the number written inside the string.
+
+Shared by the adapters whose calls carry parsed argument objects (Anthropic ``input``; Gemini ``args``
+may use it too). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+INVALID_JSON = "INVALID_JSON"
+
+
+def has_non_finite(value: Any) -> bool:
+    """True when ``value`` holds a float that is NaN or infinite anywhere inside it (dict values and
+    list items, at any depth). Iterative: a body nested as deep as the JSON parser allows must not hit
+    the recursion limit here."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def invalid_json(text: str) -> dict[str, str]:
+    """What an argument object that did not parse (or holds a non-finite number) is sent back as."""
+    return {INVALID_JSON: text}
+
+
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON text with NaN and infinities written as ``NaN`` / ``Infinity`` (not
+    JSON, but only ever used as the string inside ``invalid_json``, where it is text)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
