@@ -31,7 +31,6 @@ from .base import (
 from .gemini_generate import (
     API,
     REFUSAL_REASONS,
-    _first_candidate,
     _provenance,
     _usage,
     error_turn,
@@ -102,6 +101,26 @@ def _empty_run(part: object) -> bool:
     return isinstance(part, _TextRun) and not any(part.fragments)
 
 
+def _candidate_zero(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The chunk's candidate 0. With ``candidateCount`` > 1 a stream may carry each candidate in chunks
+    of its own, told apart by ``index`` (omitted for 0 in proto JSON, as Vertex chunks do:
+    ai__google-stream-tool-call-arguments.chunks.txt); a plain body's turn is its first candidate only
+    (turn_from_body), so a candidate whose index is present and not 0 is no part of the streamed turn
+    either: its calls must not merge into candidate 0's (review 14)."""
+    cands = event.get("candidates")
+    for cand in cands if isinstance(cands, list) else ():
+        if isinstance(cand, dict):
+            index = cand.get("index")
+            if index is None or (type(index) is int and index == 0):
+                return cand
+    return None
+
+
+def _awaits_result(part: object) -> bool:
+    """Code the server runs (``executableCode``): its ``codeExecutionResult`` always follows."""
+    return isinstance(part, dict) and "executableCode" in part
+
+
 class _Assembler:
     """Streaming assembly for streamGenerateContent chunks (WIRE.md 4.7)."""
 
@@ -122,6 +141,9 @@ class _Assembler:
         self._truncated: str | None = None
         self._finish: str | None = None
         self._finish_message: Any = None
+        # A content part (see _part) came after the last finishReason: that finishReason was not the
+        # stream's terminal one (code execution streams carry a STOP mid-stream, see _pending()).
+        self._after_finish = False
         self._feedback: dict[str, Any] | None = None
         self._usage: dict[str, Any] | None = None
         self._error: dict[str, Any] | None = None
@@ -180,7 +202,7 @@ class _Assembler:
             # running totals; Vertex middle chunks carry only trafficType. Counts that are no counts
             # (-1) are kept too, so the turn's usage is unknown, not an earlier chunk's lower total.
             self._usage = meta
-        cand = _first_candidate(event)
+        cand = _candidate_zero(event)
         if cand is None:
             return []
         out: list[Progress] = []
@@ -196,8 +218,16 @@ class _Assembler:
                     return []
         finish = finish_reason_text(cand.get("finishReason"))
         if finish is not None:
-            if self._finish not in REFUSAL_REASONS:
-                # D31: a refusal wins over everything else in the turn, a later STOP included.
+            self._after_finish = False
+            # D31: a refusal wins over everything else in the turn, a later STOP included. Any other
+            # reason but STOP is sticky too, fail closed: a stream can carry several finishReasons (a
+            # STOP mid-stream in pydantic-ai test_google_model_builtin_code_execution_stream.yaml), and
+            # a later STOP must not turn MALFORMED_FUNCTION_CALL or MAX_TOKENS into calls that run
+            # (WIRE.md 4.3: do not execute any functionCall present with such a reason). Only a refusal
+            # replaces such a reason.
+            if self._finish not in REFUSAL_REASONS and (
+                self._finish in (None, "STOP") or finish in REFUSAL_REASONS
+            ):
                 self._finish = finish
                 self._finish_message = cand.get("finishMessage")
             if self._open is not None:  # D34: finalised at the finish chunk; it must parse
@@ -233,6 +263,12 @@ class _Assembler:
                 on_progress(ArgumentsProgress(self._cid(call.index, call.id), self._call_bytes[call.index]))
 
     def _part(self, part: dict[str, Any]) -> list[Progress]:
+        # Every part is content but an empty text one (a closing chunk's, signed or not) and the empty
+        # functionCall that closes a partialArgs call. feed_events' fast path need not set this: it
+        # only extends a call whose opening part came through here after the last finishReason (a
+        # finishReason closes the open call).
+        if part.get("text") != "" and part.get("functionCall") != {}:
+            self._after_finish = True
         if set(part) <= {"text", "thought"} and isinstance(part.get("text"), str):
             thought = part.get("thought", _MISSING)
             last = self._parts[-1] if self._parts else None
@@ -289,6 +325,18 @@ class _Assembler:
                 self._truncated = "arguments_incomplete"
         return [CallReady(self._cid(call.index, call.id))]
 
+    def _pending(self) -> bool:
+        """A STOP that was not the stream's end: a code execution stream carries a STOP on a middle chunk,
+        the one with the model's second executableCode part, then the codeExecutionResult, the answer and
+        a second STOP (pydantic-ai test_google_model_builtin_code_execution_stream.yaml, chunk 8 of 13).
+        Cut after that chunk, or after any later one but the last, the stream holds half an answer: it
+        ended before its terminal event, so it is cut (issue 3 §4, D26: retried), not a final answer.
+        Only a STOP is looked at: every other reason is sticky (feed) and ends the turn anyway."""
+        if self._after_finish:
+            return True
+        kept = [p for p in self._parts if not _empty_run(p)]
+        return bool(kept) and _awaits_result(kept[-1])
+
     def finish(self, raw_sha256: str) -> ModelTurn:
         model = self._model or self._model_version
         prov = _provenance(model)
@@ -307,7 +355,7 @@ class _Assembler:
                 reason="malformed_stream", failure=Failure("error_event", True, None, None, self._malformed),
                 usage=usage,
             )  # fmt: skip
-        if self._finish is None and self._feedback is None:
+        if self._feedback is None and (self._finish is None or (self._finish == "STOP" and self._pending())):
             return dataclasses.replace(stream_cut_turn(API, prov, raw_sha256, self._rid), usage=usage)
         parts: list[dict[str, Any]] = []
         for p in self._parts:
