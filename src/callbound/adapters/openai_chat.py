@@ -11,7 +11,8 @@
 - Finish mapping (D1, D31): a non-empty ``message.refusal`` → REFUSAL whatever the finish_reason;
   ``tool_calls`` → TOOL_PROPOSALS; ``stop``/``function_call`` → TOOL_PROPOSALS when complete calls are
   present (forced tool_choice ends with ``stop``), else FINAL_TEXT; ``length`` → TRUNCATED;
-  ``content_filter`` → REFUSAL; anything else, or none → API_FAILURE(unknown_stop_reason). An error
+  Mistral's ``model_length`` → TRUNCATED(context_window_exceeded); ``content_filter`` → REFUSAL;
+  anything else, ``""`` included, or none → API_FAILURE(unknown_stop_reason). An error
   with code ``context_length_exceeded`` (HTTP 400) → TRUNCATED (context_window_exceeded), raw_stop_reason
   the status (D32), as in openai-responses.
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
@@ -22,9 +23,11 @@
   or beside the choices) is read from that error, as the same error streamed is (D26, D32).
 - Streaming: one chunk per ``data:`` line; tool-call fragments keyed by ``index`` (id and name only
   on the first fragment; one bringing another id and a name at an index a call holds opens a new call,
-  as Ollama reuses index 0); object arguments are kept and echoed as a plain body's; the usage chunk
-  has ``choices: []``; the stream is complete only when a
-  finish_reason was seen and ``[DONE]`` arrived. Fragments (arguments, content, refusal) are kept as
+  as Ollama reuses index 0, and so does a whole call after a whole one where neither has an id,
+  ``openai_chat_ids``); a call streamed without an id key is rebuilt without one, as the plain body
+  holds it; object arguments are kept and echoed as a plain body's; the usage chunk has
+  ``choices: []``; the stream is complete only when a finish_reason was seen (``""`` and ``"null"``
+  on middle chunks are none) and ``[DONE]`` arrived. Fragments (arguments, content, refusal) are kept as
   lists and joined once, re-pairing a character split over two chunks as surrogate halves. Chunks
   that carry only one argument fragment are read from the raw event text without the JSON parser
   (``feed_events``, the fast path of ``callbound.adapters.stream``).
@@ -208,6 +211,11 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str, error_kind: str 
         return turn(Finish.REFUSAL, "content_filter")
     if raw_reason == "length":
         return turn(Finish.TRUNCATED, "max_tokens")
+    if raw_reason == "model_length":
+        # Mistral's own stop (its enum: stop, length, model_length, error, tool_calls): the context
+        # window filled mid-answer. D1 lists "context window exceeded" under TRUNCATED, read as
+        # Anthropic's model_context_window_exceeded is; not retried (the same request fills it again).
+        return turn(Finish.TRUNCATED, "context_window_exceeded")
     if raw_reason in ("tool_calls", "function_call", "stop") and foreign:
         # As a Responses custom_tool_call is (docs/stop-reasons.md, completed+clientcall): no final
         # answer, and none of the turn's calls runs, since the turn cannot be answered whole.
@@ -382,23 +390,28 @@ class OpenAIChatAdapter:
 
     def check_request(self, body: dict[str, Any], previous: ModelTurn | None = None) -> None:
         """Every tool_call id of an assistant message is answered by exactly one ``role: tool`` message
-        among those that follow it directly; no tool message answers an unknown id."""
+        among those that follow it directly; no tool message answers an unknown id. A call sent without
+        an id (``"id": ""`` or none: Gemini's OpenAI-compatible endpoint, WIRE.md 2.6) is answered with
+        ``tool_call_id: ""`` (D7: never a made-up id; ``result_items``), one such message per call."""
         messages = body.get("messages")
         if not isinstance(messages, list):
             raise ProtocolViolation("a chat request needs a messages list")
         pending: set[str] = set()
         answered: set[str] = set()
+        idless = 0  # calls without an id not yet answered: their answers can only be told apart by order
         legacy_pending = False
         for position, msg in enumerate([*messages, None]):
             role = msg.get("role") if isinstance(msg, dict) else None
             if role == "tool" and isinstance(msg, dict):
                 cid = msg.get("tool_call_id")
-                if not isinstance(cid, str) or cid not in pending:
+                if cid == "" and idless:
+                    idless -= 1
+                elif isinstance(cid, str) and cid in answered:  # "": more answers than id-less calls
+                    raise ProtocolViolation(f"messages[{position}]: tool_call_id {cid!r} is answered twice")
+                elif not isinstance(cid, str) or cid not in pending:
                     raise ProtocolViolation(
                         f"messages[{position}]: tool message for unknown tool_call_id {cid!r}"
                     )
-                if cid in answered:
-                    raise ProtocolViolation(f"messages[{position}]: tool_call_id {cid!r} is answered twice")
                 if not isinstance(msg.get("content"), str | list):
                     raise ProtocolViolation(
                         f"messages[{position}]: tool content must be a string or a list of parts"
@@ -408,15 +421,17 @@ class OpenAIChatAdapter:
             if role == "function" and legacy_pending:
                 legacy_pending = False
                 continue
-            missing = pending - answered
+            missing = sorted(pending - answered) + (["a call without an id"] if idless else [])
             if missing or legacy_pending:
-                what = ", ".join(sorted(missing)) or "the function_call"
+                what = ", ".join(missing) or "the function_call"
                 raise ProtocolViolation(f"messages[{position}]: no tool message answers {what}")
-            pending, answered = set(), set()
+            pending, answered, idless = set(), set(), 0
             if role == "assistant" and isinstance(msg, dict):
                 for tc in msg.get("tool_calls") or []:
-                    if isinstance(tc, dict) and isinstance(tc.get("id"), str):
+                    if isinstance(tc, dict) and isinstance(tc.get("id"), str) and tc["id"]:
                         pending.add(tc["id"])  # a repeated id is answered once (D7)
+                    elif isinstance(tc, dict):
+                        idless += 1
                 legacy_pending = isinstance(msg.get("function_call"), dict)
 
 

@@ -4,13 +4,11 @@ one fragment take a fast path that reads them without a JSON parse."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..core.arguments import parse_arguments
 from ..core.model import ProgressCallback
 from ..core.types import (
     ArgumentsProgress,
@@ -39,8 +37,11 @@ from .openai_chat import (
     is_first_choice,
     turn_from_completion,
 )
+from .openai_chat_ids import Slot, another_call, arguments_of, sorted_json, whole, wire_index
 from .sse import DONE, JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
 from .stream import feed_one
+
+NO_FINISH = frozenset({"", "null"})  # finish_reason values a chunk sends for "not finished" (_choice)
 
 # A chat.completion.chunk that carries one tool-call argument fragment and nothing else (WIRE.md 2.4),
 # as the API sends it: compact, top-level members in any order (each preceded by the opening brace
@@ -68,31 +69,6 @@ _MEMBER = (
 _FRAGMENT = rf"\{{(?:(?:(?<=\{{)|(?<!\{{),){_MEMBER})+\}}"
 _FRAGMENT_DATA = re.compile(_FRAGMENT)
 _FRAGMENT_EVENT = simple_event(_FRAGMENT)
-
-
-def _sorted(value: dict[str, Any]) -> str:
-    """An argument object as JSON text with sorted keys: two objects that say the same compare equal
-    (``True`` and ``1`` do not)."""
-    return json.dumps(value, sort_keys=True, default=repr)
-
-
-def _arguments_of(slot: _Slot) -> str | dict[str, Any]:
-    """A call's arguments as the plain body would hold them: the object when one was sent (D8: echoed
-    as received, as a plain body's message is), else the text fragments joined once."""
-    return slot.obj if slot.obj is not None else join_fragments(slot.args)
-
-
-def _whole(slot: _Slot) -> bool:
-    """The call's arguments are already one whole JSON object."""
-    if slot.obj is not None:
-        return True
-    last = next((a for a in reversed(slot.args) if a.strip()), "")
-    return last.rstrip().endswith("}") and parse_arguments(join_fragments(slot.args))[1] is None
-
-
-def _index(frag: dict[str, Any]) -> int | None:
-    index = frag.get("index")
-    return index if type(index) is int else None
 
 
 # Members of a tool-call fragment that the assembler rebuilds itself; any other member is provider
@@ -172,25 +148,6 @@ class _Parts:
         return out
 
 
-class _Slot:
-    """One streamed tool call: fragments are appended and joined once at the end."""
-
-    __slots__ = ("args", "conflict", "extra", "id", "name", "nbytes", "obj", "started", "type")
-
-    def __init__(self) -> None:
-        self.id: str | None = None
-        self.type: str | None = None
-        self.name: str | None = None
-        self.args: list[str] = []
-        # Arguments sent as a JSON object, not a string (LiteLLM's ollama_chat stream before BerriAI/
-        # litellm PR 37792): kept and echoed as the plain body reader keeps them (``_calls``, D5).
-        self.obj: dict[str, Any] | None = None
-        self.conflict = False  # a second, different object: which one did the model mean?
-        self.extra: dict[str, Any] = {}  # provider members of the call (Gemini's extra_content), as sent
-        self.nbytes = 0
-        self.started = False
-
-
 class _Assembler:
     """Streaming assembly for chat.completion.chunk events (WIRE.md 2.4).
 
@@ -214,14 +171,14 @@ class _Assembler:
         self._details: list[dict[str, Any]] = []  # delta.reasoning_details (OpenRouter), merged
         self._detail_parts: list[dict[str, list[str]]] = []  # text fragments of each merged detail
         self._extra: dict[str, Any] = {}  # delta.extra_content (Gemini: a text part's thought signature)
-        self._slots: dict[int, _Slot] = {}
+        self._slots: dict[int, Slot] = {}
         # A call opened at an index another call already holds (Ollama 0.20.x sends every parallel call
         # whole at index 0, each with its own id: ollama issue 15457, vercel/ai PR 14277) gets the next
         # free key: _moved maps such a wire index to the key of its latest call, and _relocated holds
         # the keys given that way, which a later wire index of the same number must not take.
         self._moved: dict[int, int] = {}
         self._relocated: set[int] = set()
-        self._legacy: _Slot | None = None
+        self._legacy: Slot | None = None
         self._choice_error: dict[str, Any] | None = None  # choices[0].error (OpenRouter)
         self._usage: dict[str, Any] | None = None
         self._choice_usage: dict[str, Any] | None = None
@@ -314,21 +271,26 @@ class _Assembler:
             # Anything but a list holds no call, as for a plain body (_calls).
             frags = tool_calls if isinstance(tool_calls, list) else []
             # Fragments with neither index nor id continue the calls already open, in order.
-            loose = [f for f in frags if isinstance(f, dict) and _index(f) is None and not _str(f.get("id"))]
+            loose = [
+                f for f in frags if isinstance(f, dict) and wire_index(f) is None and not _str(f.get("id"))
+            ]
             for position, frag in enumerate(frags):
                 if isinstance(frag, dict):
                     key = self._key_for(frag, position, loose)
-                    slot = self._slots.setdefault(key, _Slot())
+                    slot = self._slots.setdefault(key, Slot())
                     self._fragment(slot, key, frag.get("function"), frag, out)
                     if self._aborted:
                         return
             if isinstance(delta.get("function_call"), dict):
-                self._legacy = self._legacy or _Slot()
+                self._legacy = self._legacy or Slot()
                 self._fragment(self._legacy, None, delta["function_call"], {}, out)
         reason = choice.get("finish_reason")
         # The first finish_reason stays, unless a later one is content_filter: a refusal signal wins
-        # over everything else in the turn (D31).
-        if isinstance(reason, str) and (self._finish_reason is None or reason == "content_filter"):
+        # over everything else in the turn (D31). "" (Ollama issue 4357, SGLang issue 3912) and KoboldCpp's
+        # "null" on middle chunks are no finish_reason, as the openai SDK's truthiness test reads them:
+        # latched, they hid the real "stop" that follows (never a success, D1, but never the answer).
+        latch = self._finish_reason is None or reason == "content_filter"
+        if isinstance(reason, str) and reason not in NO_FINISH and latch:
             self._finish_reason = reason
 
     def _ready(self) -> list[Progress]:
@@ -341,7 +303,7 @@ class _Assembler:
             out.append(CallReady(self._label(self._legacy, None)))
         return out
 
-    def _label(self, slot: _Slot, key: int | None) -> str:
+    def _label(self, slot: Slot, key: int | None) -> str:
         """The call id progress events name a call by: the turn's (``_calls``), so a user interface can
         match them to the calls of the Outcome. A call sent without an id gets the turn's D7 id,
         ``response_id:index``, its index the call's position among the tool calls (``message``; the
@@ -361,16 +323,20 @@ class _Assembler:
         return index if key is None else key
 
     def _key_for(self, frag: dict[str, Any], position: int, loose: list[dict[str, Any]]) -> int:
-        index = _index(frag)
+        index = wire_index(frag)
         function = frag.get("function")
         named = isinstance(function, dict) and _str(function.get("name")) is not None
         if index is not None:
             key = self._indexed(index) if self._relocated else index
             held = self._slots.get(key)
             fid = _str(frag.get("id"))
-            if held is not None and held.id and fid and fid != held.id and named:
+            if (held is not None and named) and (
+                (held.id and fid and fid != held.id)
+                or (not held.id and fid is None and another_call(held, function))
+            ):
                 # Another call reusing the index (Ollama, above). A new id alone is not enough: some
-                # proxies repeat an id on every fragment of one call; a new id with a name opens one.
+                # proxies repeat an id on every fragment of one call; a new id with a name opens one, and
+                # so does, where neither has an id, another whole call after a whole one (another_call).
                 key = self._moved[index] = max(self._slots) + 1
                 self._relocated.add(key)
             return key
@@ -386,7 +352,7 @@ class _Assembler:
         keys = sorted(self._slots)
         rank = next(i for i, f in enumerate(loose) if f is frag)
         key = keys[len(keys) - len(loose) + rank] if len(loose) <= len(keys) else keys[-1]
-        if named and self._slots[key].name is not None and _whole(self._slots[key]):
+        if named and self._slots[key].name is not None and whole(self._slots[key]):
             # A name for a call whose arguments are already a whole JSON object: a second call sent
             # whole with neither index nor id (Ollama's shape without them), not more of the first,
             # which no fragment could extend and still parse.
@@ -422,9 +388,9 @@ class _Assembler:
             )
 
     def _fragment(
-        self, slot: _Slot, key: int | None, function: Any, frag: dict[str, Any], out: list[Progress]
+        self, slot: Slot, key: int | None, function: Any, frag: dict[str, Any], out: list[Progress]
     ) -> None:
-        if slot.id is None and _str(frag.get("id")):
+        if not slot.id and isinstance(frag.get("id"), str):  # a real id wins over an empty one
             slot.id = frag["id"]
         if slot.type is None and _str(frag.get("type")):
             slot.type = frag["type"]
@@ -450,26 +416,26 @@ class _Assembler:
         if nbytes is not None:
             out.append(ArgumentsProgress(label, nbytes))
 
-    def _object(self, slot: _Slot, args: dict[str, Any]) -> int | None:
+    def _object(self, slot: Slot, args: dict[str, Any]) -> int | None:
         """Keep arguments sent as an object, counted for the byte caps as compact JSON (as the plain
         body's are, ``base.capped``); the call's byte count, or None when nothing was added: the same
         object sent again, or a different one, which makes the call's arguments a conflict
         (``finish`` then runs none of the turn's calls), or a cap tripped."""
         if slot.obj is not None:
-            slot.conflict = slot.conflict or _sorted(slot.obj) != _sorted(args)
+            slot.conflict = slot.conflict or sorted_json(slot.obj) != sorted_json(args)
             return None
         slot.obj = args
         return self._arguments(slot, args)
 
     @staticmethod
-    def _announce(slot: _Slot, label: str) -> CallStarted | None:
+    def _announce(slot: Slot, label: str) -> CallStarted | None:
         """CallStarted once the call's name is known."""
         if slot.started or slot.name is None:
             return None
         slot.started = True
         return CallStarted(label, slot.name)
 
-    def _arguments(self, slot: _Slot, args: str | dict[str, Any]) -> int | None:
+    def _arguments(self, slot: Slot, args: str | dict[str, Any]) -> int | None:
         """Keep one argument fragment (an object is kept by ``_object``, and only counted here); the
         call's byte count, or None when a cap tripped."""
         # never raises: one half of a split surrogate pair counts 2 bytes
@@ -511,7 +477,7 @@ class _Assembler:
                 key = self._indexed(key)
             slot = slots.get(key)
             if slot is None:
-                slot = slots[key] = _Slot()
+                slot = slots[key] = Slot()
             label = self._label(slot, key)
             started = self._announce(slot, label)
             if started is not None and on_progress is not None:
@@ -545,15 +511,16 @@ class _Assembler:
         if self._slots:
             msg["tool_calls"] = [
                 {
-                    "id": slot.id or "",
+                    # D8: as the plain body holds it: a call streamed without an id key has none
+                    **({} if slot.id is None else {"id": slot.id}),
                     "type": slot.type or "function",
-                    "function": {"name": slot.name or "", "arguments": _arguments_of(slot)},
+                    "function": {"name": slot.name or "", "arguments": arguments_of(slot)},
                     **slot.extra,
                 }
                 for slot in (self._slots[k] for k in sorted(self._slots))
             ]
         if self._legacy is not None:
-            msg["function_call"] = {"name": self._legacy.name or "", "arguments": _arguments_of(self._legacy)}
+            msg["function_call"] = {"name": self._legacy.name or "", "arguments": arguments_of(self._legacy)}
         return msg
 
     def _conflicting(self) -> bool:
