@@ -314,3 +314,36 @@ def test_terminal_snapshot_without_status_takes_it_from_the_event_name() -> None
         "max_output_tokens",
         "max_tokens",
     )
+
+
+# An output item type newer than callbound's SDK (openai-python 3.57's ResponseOutputItem union) that
+# carries a call_id the response does not answer waits for the client like custom_tool_call does: no
+# final answer and no call runs (D1: only an explicit completion is success; review round 14).
+FUTURE = {"type": "hologram_call", "id": "hg_1", "call_id": "call_h1", "status": "completed"}
+
+
+def test_an_unknown_item_with_an_unanswered_call_id_is_no_final_answer() -> None:
+    assert_unexpected_tool_call(ADAPTER.parse_response(body([FUTURE])), "hologram_call")
+    turn = ADAPTER.parse_response(body([fc("call_f1"), FUTURE]))
+    assert_unexpected_tool_call(turn, "hologram_call")
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [{"type": "hologram_call", "id": "hg_1", "status": "completed"}],  # hosted: no call_id
+        [FUTURE, {"type": "hologram_call_output", "call_id": "call_h1", "output": "done"}],  # answered
+        [{"type": "program", "id": "pr_1", "call_id": "call_p1", "code": "x"}],  # known, hosted
+    ],
+)
+def test_an_unknown_or_hosted_item_that_waits_for_nothing_is_still_a_final_answer(
+    items: list[dict[str, Any]],
+) -> None:
+    message = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
+    }
+    assert ADAPTER.parse_response(body([*items, message])).finish is Finish.FINAL_TEXT

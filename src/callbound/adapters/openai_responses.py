@@ -94,6 +94,14 @@ _PLAIN_ITEMS = frozenset({"message", "reasoning", "function_call"})
 CLIENT_ACTION_ITEMS = frozenset(
     {"custom_tool_call", "local_shell_call", "shell_call", "apply_patch_call", "computer_call"}
 )
+# Every output item type of openai-python 3.57's ResponseOutputItem union. One not listed that carries a
+# call_id the response does not answer is taken as a client action of a newer API (fail closed, D1).
+KNOWN_ITEMS = CLIENT_ACTION_ITEMS | {
+    *_PLAIN_ITEMS,
+    *("file_search_call", "web_search_call", "image_generation_call", "code_interpreter_call"),
+    *("program", "tool_search_call", "additional_tools", "compaction"),
+    *("mcp_call", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response"),
+}
 
 
 def _provenance(model: Any) -> Provenance:
@@ -149,8 +157,14 @@ def _pending_client_action(items: list[dict[str, Any]]) -> str | None:
         if kind == "mcp_approval_request":
             waiting = item.get("id") not in approved
         else:
-            client = (kind in CLIENT_ACTION_ITEMS and not _hosted_shell(item)) or (
-                kind == "tool_search_call" and item.get("execution") == "client"
+            client = (
+                (kind in CLIENT_ACTION_ITEMS and not _hosted_shell(item))
+                or (kind == "tool_search_call" and item.get("execution") == "client")
+                or (  # an item type newer than callbound that waits for its answer like a call
+                    kind not in KNOWN_ITEMS
+                    and not (isinstance(kind, str) and kind.endswith("_output"))
+                    and isinstance(item.get("call_id"), str)
+                )
             )
             waiting = client and item.get("call_id") not in answered
         if waiting:
