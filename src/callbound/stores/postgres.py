@@ -36,7 +36,8 @@ from ..core.errors import (
     UsageError,
 )
 from ..core.idempotency import LedgerEntry, claim_refused
-from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
+from . import rows as docs
+from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, NowFn, StoredOperation
 from .drift import Drift, column_drift
 from .schema import (
     DB_SCHEMA_VERSION,
@@ -47,7 +48,6 @@ from .schema import (
     encode_commit,
     newer_than_code,
     utc,
-    with_fence,
 )
 
 _CLAIMABLE_SQL = ", ".join(f"'{s}'" for s in CLAIMABLE_STATES)
@@ -189,7 +189,7 @@ def missing_schema(url: str, *, connect_timeout_s: int = 10) -> str | None:
             url, autocommit=True, connect_timeout=connect_timeout_s, application_name="callbound"
         ) as conn:
             found = PostgresStore._read_version(conn)
-    except psycopg.Error:
+    except (psycopg.Error, StoreError):
         return None
     return no_schema(_describe(url)) if found == 0 else None
 
@@ -288,7 +288,7 @@ class PostgresStore:
         if exists is None or not exists[0]:
             return 0
         row = conn.execute("SELECT value FROM meta WHERE key = %s", (META_KEY,)).fetchone()
-        return 0 if row is None else int(row[0])
+        return 0 if row is None else docs.schema_version(row[0], "the PostgreSQL database")
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -433,34 +433,42 @@ class PostgresStore:
                 return None
             # rows below journal_len are immutable: no transaction needed for a consistent read
             rows = conn.execute(
-                "SELECT kind, data FROM journal WHERE operation_id = %s AND pos < %s ORDER BY pos",
+                "SELECT pos, kind, data FROM journal WHERE operation_id = %s AND pos < %s ORDER BY pos",
                 (operation_id, row[1]),
             ).fetchall()
-        return StoredOperation(with_fence(row[0], row[2]), [JournalRow(k, d) for k, d in rows])
+        # a json column edited into a value of the wrong shape is an UnreadableRow naming it (rows.py)
+        return docs.operation(operation_id, row[0], row[2], rows, text=False)
 
     def list_operations(
         self, *, tenant: str | None = None, state: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
         where, params = _where((("tenant", tenant), ("state", state)))
-        sql = f"SELECT head, fence FROM operations{where} ORDER BY id DESC LIMIT %s"
+        sql = f"SELECT operation_id, head, fence FROM operations{where} ORDER BY id DESC LIMIT %s"
         with self._lock, self._errors("listing operations"):
             rows = self._connection().execute(sql, (*params, max(limit, 0))).fetchall()
-        return [with_fence(r[0], r[1]) for r in rows]
+        return [docs.head(r, text=False) for r in rows]
+
+    def operation_ids(self) -> list[str]:
+        """Every operation's id, newest first, without reading a head (``audit verify``)."""
+        with self._lock, self._errors("listing operations"):
+            rows = self._connection().execute("SELECT operation_id FROM operations ORDER BY id DESC")
+            return [str(r[0]) for r in rows.fetchall()]
 
     def ledger_get(self, tenant: str, key: str) -> LedgerEntry | None:
         with self._lock, self._errors("reading the ledger"):
             row = self._connection().execute(_LEDGER_ENTRY, (tenant, key)).fetchone()
-        return None if row is None else LedgerEntry.from_dict(row[0])
+        return None if row is None else docs.ledger_entry(row[0], tenant, key, text=False)
 
     def ledger_list(
         self, tenant: str | None = None, status: str | None = None, limit: int = 100
     ) -> list[LedgerEntry]:
         where, params = _where((("tenant", tenant), ("status", status)))
         # COLLATE "C": code point order, as SQLite's and MemoryStore's, whatever the database's locale
-        sql = f'SELECT entry FROM ledger{where} ORDER BY tenant COLLATE "C", key COLLATE "C" LIMIT %s'
+        order = 'ORDER BY tenant COLLATE "C", key COLLATE "C"'
+        sql = f"SELECT tenant, key, entry FROM ledger{where} {order} LIMIT %s"
         with self._lock, self._errors("listing the ledger"):
             rows = self._connection().execute(sql, (*params, max(limit, 0))).fetchall()
-        return [LedgerEntry.from_dict(r[0]) for r in rows]
+        return docs.ledger_entries(rows, text=False)
 
     def settle_ledger(self, expected: LedgerEntry, settled: LedgerEntry) -> None:
         where = (expected.tenant, expected.key)
@@ -471,7 +479,7 @@ class PostgresStore:
             conn = self._connection()
             with conn.transaction():  # FOR UPDATE: a claim of the key waits for this, or this for it
                 row = conn.execute(_LEDGER_ENTRY + " FOR UPDATE", where).fetchone()
-                if row is None or LedgerEntry.from_dict(row[0]) != expected:
+                if row is None or docs.ledger_entry(row[0], *where, text=False) != expected:
                     raise LedgerChanged(*where)  # rolls back
                 conn.execute(_SETTLE_LEDGER, (settled.operation_id, settled.status.value, data, *where))
 
@@ -482,7 +490,7 @@ class PostgresStore:
                 .execute("SELECT data FROM approvals WHERE approval_id = %s", (approval_id,))
                 .fetchone()
             )
-        return None if row is None else PendingApproval.from_dict(row[0])
+        return None if row is None else docs.approval(row[0], approval_id, text=False)
 
     def list_approvals(
         self,
@@ -493,10 +501,10 @@ class PostgresStore:
         limit: int = 1000,
     ) -> list[PendingApproval]:
         where, params = _where((("status", status), ("tenant", tenant), ("operation_id", operation_id)))
-        sql = f"SELECT data FROM approvals{where} ORDER BY created_at, id LIMIT %s"
+        sql = f"SELECT approval_id, data FROM approvals{where} ORDER BY created_at, id LIMIT %s"
         with self._lock, self._errors("listing approvals"):
             rows = self._connection().execute(sql, (*params, max(limit, 0))).fetchall()
-        return [PendingApproval.from_dict(r[0]) for r in rows]
+        return docs.approvals(rows, text=False)
 
     def decide_approval(self, decided: PendingApproval) -> bool:
         a = _approval_row(decided)
@@ -524,9 +532,7 @@ class PostgresStore:
                 )
                 .fetchall()
             )
-        return [
-            AuditEvent(operation_id, seq, kind, at, data, prev, h) for seq, kind, at, data, prev, h in rows
-        ]
+        return docs.audit_events(operation_id, rows, text=False)
 
     def column_drift(self, operation_id: str | None = None) -> list[Drift]:
         """Rows whose indexed columns differ from their documents (``audit verify``, stores/drift.py)."""

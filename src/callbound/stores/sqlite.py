@@ -17,7 +17,6 @@ sqlite3 errors are translated into ``StoreError`` here and nowhere else (D30).
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -38,7 +37,8 @@ from ..core.errors import (
     UsageError,
 )
 from ..core.idempotency import LedgerEntry, claim_refused
-from .base import Commit, JournalRow, StoredOperation
+from . import rows as docs
+from .base import Commit, StoredOperation
 from .drift import Drift, column_drift
 from .schema import (
     DB_SCHEMA_VERSION,
@@ -49,7 +49,6 @@ from .schema import (
     encode_commit,
     epoch_us,
     newer_than_code,
-    with_fence,
 )
 from .sqlite_leases import SQLiteLeases
 
@@ -191,7 +190,8 @@ class SQLiteStore(SQLiteLeases):
         if has_meta is None:
             return 0
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
-        return 0 if row is None else int(row[0])
+        # a value edited into something else is a StoreError, not a ValueError (review round 14)
+        return 0 if row is None else docs.schema_version(row[0], f"the SQLite database {self.path!r}")
 
     def _open(self) -> None:
         check_migrations(SQLITE_MIGRATIONS)
@@ -441,35 +441,41 @@ class SQLiteStore(SQLiteLeases):
                 return None
             # rows below journal_len are immutable: no transaction needed for a consistent read
             rows = self._conn.execute(
-                "SELECT kind, data FROM journal WHERE operation_id = ? AND pos < ? ORDER BY pos",
+                "SELECT pos, kind, data FROM journal WHERE operation_id = ? AND pos < ? ORDER BY pos",
                 (operation_id, row[1]),
             ).fetchall()
-        return StoredOperation(
-            with_fence(json.loads(row[0]), row[2]), [JournalRow(k, json.loads(d)) for k, d in rows]
-        )
+        # a row edited into something that does not decode is an UnreadableRow naming it (stores/rows.py)
+        return docs.operation(operation_id, row[0], row[2], rows, text=True)
 
     def list_operations(
         self, *, tenant: str | None = None, state: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
         where, params = _where((("tenant", tenant), ("state", state)))
-        sql = f"SELECT head, fence FROM operations{where} ORDER BY id DESC LIMIT ?"
+        sql = f"SELECT operation_id, head, fence FROM operations{where} ORDER BY id DESC LIMIT ?"
         with self._lock, self._errors("listing operations"):
             rows = self._conn.execute(sql, (*params, max(limit, 0))).fetchall()  # LIMIT -1 is "all" here
-        return [with_fence(json.loads(r[0]), r[1]) for r in rows]
+        return [docs.head(r, text=True) for r in rows]
+
+    def operation_ids(self) -> list[str]:
+        """Every operation's id, newest first, without reading a head (``audit verify``: an operation
+        whose head does not load is named, and the others are still verified)."""
+        with self._lock, self._errors("listing operations"):
+            rows = self._conn.execute("SELECT operation_id FROM operations ORDER BY id DESC").fetchall()
+        return [r[0] for r in rows]
 
     def ledger_get(self, tenant: str, key: str) -> LedgerEntry | None:
         with self._lock, self._errors("reading the ledger"):
             row = self._conn.execute(_LEDGER_ENTRY, (tenant, key)).fetchone()
-        return None if row is None else LedgerEntry.from_dict(json.loads(row[0]))
+        return None if row is None else docs.ledger_entry(row[0], tenant, key, text=True)
 
     def ledger_list(
         self, tenant: str | None = None, status: str | None = None, limit: int = 100
     ) -> list[LedgerEntry]:
         where, params = _where((("tenant", tenant), ("status", status)))
-        sql = f"SELECT entry FROM ledger{where} ORDER BY tenant, key LIMIT ?"  # BINARY: code point order
+        sql = f"SELECT tenant, key, entry FROM ledger{where} ORDER BY tenant, key LIMIT ?"  # BINARY order
         with self._lock, self._errors("listing the ledger"):
             rows = self._conn.execute(sql, (*params, max(limit, 0))).fetchall()
-        return [LedgerEntry.from_dict(json.loads(r[0])) for r in rows]
+        return docs.ledger_entries(rows, text=True)
 
     def settle_ledger(self, expected: LedgerEntry, settled: LedgerEntry) -> None:
         where = (expected.tenant, expected.key)
@@ -482,7 +488,7 @@ class SQLiteStore(SQLiteLeases):
             self._transaction() as conn,  # BEGIN IMMEDIATE: no claim can land between read and write
         ):
             row = conn.execute(_LEDGER_ENTRY, where).fetchone()
-            if row is None or LedgerEntry.from_dict(json.loads(row[0])) != expected:
+            if row is None or docs.ledger_entry(row[0], *where, text=True) != expected:
                 raise LedgerChanged(*where)  # rolls back
             conn.execute(_SETTLE_LEDGER, (settled.operation_id, settled.status.value, data, *where))
 
@@ -491,7 +497,7 @@ class SQLiteStore(SQLiteLeases):
             row = self._conn.execute(
                 "SELECT data FROM approvals WHERE approval_id = ?", (approval_id,)
             ).fetchone()
-        return None if row is None else PendingApproval.from_dict(json.loads(row[0]))
+        return None if row is None else docs.approval(row[0], approval_id, text=True)
 
     def list_approvals(
         self,
@@ -506,10 +512,10 @@ class SQLiteStore(SQLiteLeases):
         where, params = _where(
             ((f"{mark}status", status), (f"{mark}tenant", tenant), ("operation_id", operation_id))
         )
-        sql = f"SELECT data FROM approvals{where} ORDER BY created_us, id LIMIT ?"
+        sql = f"SELECT approval_id, data FROM approvals{where} ORDER BY created_us, id LIMIT ?"
         with self._lock, self._errors("listing approvals"):
             rows = self._conn.execute(sql, (*params, max(limit, 0))).fetchall()
-        return [PendingApproval.from_dict(json.loads(r[0])) for r in rows]
+        return docs.approvals(rows, text=True)
 
     def decide_approval(self, decided: PendingApproval) -> bool:
         a = _approval_row(decided)
@@ -529,10 +535,7 @@ class SQLiteStore(SQLiteLeases):
                 "SELECT seq, kind, at, data, prev_hash, hash FROM audit WHERE operation_id = ? ORDER BY seq",
                 (operation_id,),
             ).fetchall()
-        return [
-            AuditEvent(operation_id, seq, kind, at, json.loads(data), prev, h)
-            for seq, kind, at, data, prev, h in rows
-        ]
+        return docs.audit_events(operation_id, rows, text=True)
 
     def audited_operations(self) -> list[str]:
         with self._lock, self._errors("listing the audited operations"):
