@@ -154,6 +154,8 @@ def test_a_row_that_does_not_load_is_named_and_the_other_operations_are_verified
     try:
         found = verify_store(store)
         assert loaded_not(found, op, where), found
+        # named once, by its loader: not again for each plain column beside it (stores/drift.py)
+        assert not any(p.operation_id == op and " column (" in p.why for p in found), found
         assert any(p.operation_id == older and p.where == "audit seq 0" for p in found), found
         assert loaded_not(verify_store(store, op), op, where)
         for read in reads:

@@ -31,11 +31,13 @@ def column_drift(execute: Execute, mark: str, expires: str, operation_id: str | 
     for op, tenant, state, head in execute(
         f"SELECT operation_id, tenant, state, head FROM operations{where}", params
     ):
-        doc = _doc(head)
+        if (doc := _doc(head)) is None:
+            continue
         out += [(op, "operation row", why) for why in _differ(doc, {"state": state, "tenant": tenant})]
     sql = f"SELECT approval_id, operation_id, tenant, status, {expires}, data FROM approvals{where}"
     for approval_id, op, tenant, status, until, data in execute(sql, params):
-        doc = _doc(data)
+        if (doc := _doc(data)) is None:
+            continue
         columns = {"operation_id": op, "tenant": tenant, "status": status}
         whys = _differ(doc, columns)
         column = epoch_us(until) if isinstance(until, datetime) else until
@@ -45,19 +47,22 @@ def column_drift(execute: Execute, mark: str, expires: str, operation_id: str | 
     for tenant, key, op, status, entry in execute(
         f"SELECT tenant, key, operation_id, status, entry FROM ledger{where}", params
     ):
-        doc = _doc(entry)
+        if (doc := _doc(entry)) is None:
+            continue
         whys = _differ(doc, {"operation_id": op, "status": status, "tenant": tenant, "key": key})
         out += [(op, f"ledger {key}", why) for why in whys]
     return out
 
 
-def _doc(value: Any) -> dict[str, Any]:
+def _doc(value: Any) -> dict[str, Any] | None:
+    """The row's document, or None when it is no JSON object: such a row is named once, by the loader
+    (``rows.UnreadableRow``, "cannot be loaded"), not again here for every column it holds."""
     if isinstance(value, str | bytes):
         try:
             value = json.loads(value)
         except ValueError:
-            return {}
-    return value if isinstance(value, dict) else {}
+            return None
+    return value if isinstance(value, dict) else None
 
 
 def _differ(doc: dict[str, Any], columns: dict[str, Any]) -> list[str]:
