@@ -13,49 +13,37 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
 from ..runtime.runner import Outcome
+from .approvals import approvals_app
+from .errors import MAX_LIMIT, CallboundGroup, audit_key, err, guard, out
+from .errors import fail as _fail
 from .ledger import ledger_app
 from .lifecycle import let_tool_handlers_finish, serve
 from .render import (
     DEFAULT_STORE,
+    AppRefOpt,
+    StoreOpt,
     print_outcome,
     print_table,
     print_timeline_row,
     print_waiting,
     progress_printer,
-    resume_hint,
 )
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Run LLM tool-calling loops safely.")
+app = typer.Typer(
+    cls=CallboundGroup, no_args_is_help=True, add_completion=False, help="Run LLM tool-calling loops safely."
+)
 demo_app = typer.Typer(no_args_is_help=True, help="Demonstrations driven by a scripted model.")
 ops_app = typer.Typer(no_args_is_help=True, help="Inspect and cancel stored operations.")
-approvals_app = typer.Typer(no_args_is_help=True, help="List and decide pending approvals.")
 audit_app = typer.Typer(no_args_is_help=True, help="Verify the audit chain and result bindings.")
 app.add_typer(demo_app, name="demo")
 app.add_typer(ops_app, name="ops")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(audit_app, name="audit")
 app.add_typer(ledger_app, name="ledger")
-
-# markup=False: what callbound prints holds model output, tool arguments and provider messages, whose
-# square brackets Rich would read as style tags (hiding part of the arguments an approver is shown,
-# or failing on "[/b]"); styled parts are built as Text instead.
-out = Console(soft_wrap=True, markup=False)
-err = Console(stderr=True, soft_wrap=True, markup=False)
-
-StoreOpt = Annotated[
-    str,
-    typer.Option("--store", help="sqlite:///path.db (default ./callbound.db), postgresql://..., or memory:"),
-]
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(Text.assemble(("error:", "red"), f" {message}"), highlight=False)
-    return typer.Exit(code)
 
 
 def _open(url: str, *, create: bool = True, wanted: str | None = None) -> Any:
@@ -64,13 +52,15 @@ def _open(url: str, *, create: bool = True, wanted: str | None = None) -> Any:
     approvals, audit intact". ``wanted`` (what the command looks for) leads the message."""
     from .. import stores
 
-    missing = None if create else stores.missing_database(url)
-    if missing is not None:
-        raise _fail(f"no {wanted} in this store: {missing}" if wanted else missing)
     try:
-        return stores.open(url, create=create)  # refuses too, should the database go meanwhile
+        # inside the try: the URL checks raise UsageError too (a sqlite: URL with ?mode=ro, a byte that
+        # is not UTF-8), a traceback and exit 1 from the read-only commands (review round 14, h5 r4)
+        missing = None if create else stores.missing_database(url)
+        if missing is None:
+            return stores.open(url, create=create)  # refuses too, should the database go meanwhile
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
+    raise _fail(f"no {wanted} in this store: {missing}" if wanted else missing)
 
 
 def _exit_code(outcome: Outcome) -> int:
@@ -80,6 +70,7 @@ def _exit_code(outcome: Outcome) -> int:
 def _runner_for(store: Any, operation_id: str, app_ref: str | None) -> Any:
     from ..runtime.app import load_app
 
+    audit_key()  # the runner reads CALLBOUND_AUDIT_KEY: refused here if it has no UTF-8 form
     stored = store.load_operation(operation_id)
     if stored is None:
         raise _fail(f"no operation {operation_id!r} in this store")
@@ -131,6 +122,7 @@ def demo_refund(
         raise _fail(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
     if approve and deny:
         raise _fail("--approve and --deny exclude each other")
+    audit_key()  # the runner reads it too
     st = _open(store)
     payments = _payments_path(store)
     if store.startswith("memory:"):
@@ -223,9 +215,6 @@ def _require_live_key(runner: Any) -> None:
         require_key(api)
 
 
-AppRefOpt = Annotated[str | None, typer.Option("--app", help="module:factory (default: the one saved)")]
-
-
 @app.command("resume")
 def resume_cmd(
     operation_id: str,
@@ -254,122 +243,6 @@ def resume_cmd(
     raise typer.Exit(_exit_code(outcome))
 
 
-@approvals_app.command("list")
-def approvals_list(
-    tenant: Annotated[str | None, typer.Option()] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Include decided approvals.")] = False,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-    store: StoreOpt = DEFAULT_STORE,
-) -> None:
-    """Pending approvals, oldest first."""
-    st = _open(store, create=False)
-    rows = st.list_approvals(tenant=tenant, status=None if all_ else "pending")
-    if as_json:
-        out.print_json(json.dumps([a.to_dict() for a in rows]))
-        return
-    from rich.table import Table
-
-    table = Table("approval id", "operation", "tool", "arguments", "status", "expires")
-    for a in rows:
-        table.add_row(
-            a.approval_id,
-            a.operation_id,
-            a.tool,
-            # Whole, and ASCII: the approver must see every argument that will run (a cut at 60
-            # characters hid an amount the model padded past it), and escapes make look-alike and
-            # bidi characters visible.
-            json.dumps(a.arguments, ensure_ascii=True),
-            a.status,
-            a.expires_at.isoformat(),
-        )
-    _print_table(table)
-
-
-def _decide(
-    approval_id: str,
-    approver: str,
-    verdict: str,
-    reason: str | None,
-    tenant: str | None,
-    store: str,
-    app_ref: str | None,
-) -> None:
-    from ..core.approvals import Decision
-    from ..runtime.decisions import stale_context
-
-    st = _open(store, create=False, wanted=f"approval {approval_id!r}")
-    approval = st.get_approval(approval_id)
-    if approval is None:
-        raise _fail(f"no approval {approval_id!r} in this store")
-    try:
-        runner = _runner_for(st, approval.operation_id, app_ref)
-        decision = (
-            Decision.approve(approval_id, approver, reason)
-            if verdict == "approve"
-            else Decision.deny(approval_id, approver, reason)
-        )
-        decided = runner.decide(decision, tenant=tenant or approval.tenant)
-    except CallboundError as exc:
-        raise _fail(str(exc)) from exc
-    if decided.decided_at is not None and decided.decided_at >= decided.expires_at:
-        # The decision is recorded (D17), but an approval decided after its expiry never lets the
-        # call run: printing "approved" alone read as if the refund would now go ahead.
-        err.print(
-            Text.assemble(
-                ("warning:", "yellow"),
-                f" approval {approval_id} had expired at {decided.expires_at.isoformat()}; the decision is "
-                "recorded but cannot take effect: the call will not run, and resuming "
-                + (
-                    "stops the operation STOPPED(APPROVAL_EXPIRED)"
-                    if runner.policy.on_approval_expired == "stop"
-                    else "tells the model APPROVAL_EXPIRED"
-                ),
-            ),
-            highlight=False,
-        )
-        out.print(f"approval {approval_id}: {decided.status} by {decided.approver} after it expired")
-    elif decided.status == "approved" and (why := stale_context(runner, decided)) is not None:
-        # As for a late decision: "approved" alone read as if the call would now run (D17)
-        err.print(
-            Text.assemble(
-                ("warning:", "yellow"),
-                f" approval {approval_id} was asked under {why}; the decision is recorded, but resuming "
-                "with this application tells the model APPROVAL_STALE and the call will not run",
-            ),
-            highlight=False,
-        )
-        out.print(f"approval {approval_id}: {decided.status} by {decided.approver} at {decided.decided_at}")
-    else:
-        out.print(f"approval {approval_id}: {decided.status} by {decided.approver} at {decided.decided_at}")
-    saved = (st.load_operation(approval.operation_id).head.get("app") or {}).get("ref")
-    out.print(resume_hint(approval.operation_id, store, app_ref if app_ref not in (None, saved) else None))
-
-
-@approvals_app.command("approve")
-def approvals_approve(
-    approval_id: str,
-    approver: Annotated[str, typer.Option(help="Who approves.")],
-    tenant: Annotated[str | None, typer.Option(help="Tenant the approver acts for.")] = None,
-    app_ref: AppRefOpt = None,
-    store: StoreOpt = DEFAULT_STORE,
-) -> None:
-    """Approve a pending call (single use; repeating the same decision is a no-op)."""
-    _decide(approval_id, approver, "approve", None, tenant, store, app_ref)
-
-
-@approvals_app.command("deny")
-def approvals_deny(
-    approval_id: str,
-    approver: Annotated[str, typer.Option(help="Who denies.")],
-    reason: Annotated[str, typer.Option(help="Why; the model is told.")] = "denied",
-    tenant: Annotated[str | None, typer.Option()] = None,
-    app_ref: AppRefOpt = None,
-    store: StoreOpt = DEFAULT_STORE,
-) -> None:
-    """Deny a pending call; the model receives DENIED."""
-    _decide(approval_id, approver, "deny", reason, tenant, store, app_ref)
-
-
 @ops_app.command("list")
 def ops_list(
     tenant: Annotated[str | None, typer.Option()] = None,
@@ -386,7 +259,7 @@ def ops_list(
     if state is not None and state not in State.__members__:
         raise _fail(f"unknown state {state!r}; use one of {', '.join(State.__members__)}")
     st = _open(store, create=False)
-    heads = st.list_operations(tenant=tenant, state=state, limit=limit)
+    heads = st.list_operations(tenant=tenant, state=state, limit=min(limit, MAX_LIMIT))
     if as_json:
         out.print_json(
             json.dumps(
@@ -484,15 +357,17 @@ def audit_verify(
     from ..runtime.verify import verify_store
 
     st = _open(store, create=False, wanted=None if operation_id is None else f"operation {operation_id!r}")
-    if (
-        operation_id is not None
-        and st.load_operation(operation_id) is None
-        and not st.audit_events(operation_id)
-    ):
-        # nothing of it anywhere: a wrong id, not tampering (an operation row deleted under its chain is)
-        raise _fail(f"no operation {operation_id!r} in this store")
-    key = os.environ.get("CALLBOUND_AUDIT_KEY")
-    found = verify_store(st, operation_id, key.encode() if key else None)
+    if operation_id is not None:
+        from ..stores.rows import UnreadableRow
+
+        try:
+            absent = st.load_operation(operation_id) is None and not st.audit_events(operation_id)
+        except UnreadableRow:
+            absent = False  # its rows are there but do not load: verify names them (exit 1, not 2)
+        if absent:
+            # nothing of it anywhere: a wrong id, not tampering (an operation row deleted under its chain is)
+            raise _fail(f"no operation {operation_id!r} in this store")
+    found = verify_store(st, operation_id, audit_key())
     problems = [p for p in found if not p.unreadable]
     # D19, D28: an operation a newer callbound wrote is unreadable input (exit 2), not tampering;
     # tampering found in another operation still decides the exit code (1)
@@ -548,7 +423,7 @@ def worker_cmd(
     app_ref: Annotated[str, typer.Option("--app", help="module:factory returning a callbound App")],
     store: StoreOpt = DEFAULT_STORE,
     worker_id: Annotated[str | None, typer.Option("--id", help="Worker name (default host:pid)")] = None,
-    lease: Annotated[float, typer.Option(help="Lease length in seconds")] = 30.0,
+    lease: Annotated[float, typer.Option(help="Lease length in seconds (at most 86400, a day)")] = 30.0,
     poll: Annotated[float, typer.Option(help="Seconds between polls when idle")] = 0.2,
     max_operations: Annotated[int | None, typer.Option("--max-operations")] = None,
     idle_exit: Annotated[
@@ -563,6 +438,7 @@ def worker_cmd(
     from ..runtime.worker import Worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    audit_key()  # each runner reads it too
     try:
         loaded = load_app(app_ref)  # first: a bad --app must not leave a new store behind
     except UsageError as exc:
@@ -590,6 +466,7 @@ def worker_cmd(
 from .live import register as _register_live  # noqa: E402
 
 _register_live(app)
+guard(app)  # every command checks its text arguments first (cli/errors.py)
 
 
 def main() -> None:

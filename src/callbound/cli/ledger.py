@@ -17,6 +17,7 @@ from rich.text import Text
 
 from ..core.errors import LedgerChanged, SettleRefused, StoreError, UsageError
 from ..core.idempotency import LedgerEntry, LedgerStatus, settle_refusal
+from .errors import MAX_LIMIT
 from .render import shown, shown_text
 
 ledger_app = typer.Typer(
@@ -49,13 +50,15 @@ def ledger_list(
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Ledger entries by tenant and key; --status UNKNOWN lists the outcomes waiting to be settled."""
-    from .app import _fail, _open, _print_table, out
+    from .app import _open, _print_table
+    from .errors import fail as _fail
+    from .errors import out
 
     if status is not None and status not in LedgerStatus.__members__:
         raise _fail(f"unknown status {status!r}; use one of {', '.join(LedgerStatus.__members__)}")
     st = _open(store, create=False)
     try:
-        entries = st.ledger_list(tenant=tenant, status=status, limit=limit)
+        entries = st.ledger_list(tenant=tenant, status=status, limit=min(limit, MAX_LIMIT))
     except StoreError as exc:
         raise _fail(str(exc)) from exc
     if as_json:
@@ -90,7 +93,9 @@ def ledger_show(
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """One entry, the state of the operation holding it, and whether it may be settled."""
-    from .app import _fail, _open, out
+    from .app import _open
+    from .errors import fail as _fail
+    from .errors import out
 
     st = _open(store, create=False, wanted=f"ledger entry {key!r}")
     try:
@@ -138,7 +143,7 @@ def ledger_show(
 
 def _parse_result(raw: str) -> dict[str, Any]:
     from ..core.arguments import parse_arguments
-    from .app import _fail
+    from .errors import fail as _fail
 
     if not raw.strip():
         raise _fail("--result is empty; give the tool's result as a JSON object, or leave --result out")
@@ -179,7 +184,9 @@ def ledger_settle(
     """Record whether a write nobody could tell was applied, after checking the downstream system."""
     from ..runtime.clock import SystemClock
     from ..runtime.settle import settle_intent
-    from .app import _fail, _open, err, out
+    from .app import _open
+    from .errors import err, out
+    from .errors import fail as _fail
 
     if applied == not_applied:
         raise _fail("say what happened: exactly one of --applied or --not-applied")

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from ..core.errors import StaleLease, StoreError, UsageError
 from ..runtime.app import App
+from .errors import audit_key
 
 APP_REF = "callbound.cli.live:live_app"
 INSTRUCTIONS = (
@@ -61,7 +62,7 @@ def require_key(api: str) -> None:
     """Exit 2 before anything starts when ``api``'s key variable is not set (`run`, and `resume` of
     a live operation: the live app's client itself checks only at its first request)."""
     from ..transports import missing_key
-    from .app import _fail
+    from .errors import fail as _fail
 
     missing = missing_key(api)
     if missing is not None:
@@ -117,7 +118,9 @@ def register(app: typer.Typer) -> None:
         """Run the refund tools against a live model (the key comes from the provider's env var)."""
         from ..adapters import API_NAMES
         from ..transports import TRANSPORTS
-        from .app import _fail, _open, _payments_path, out
+        from .app import _open, _payments_path
+        from .errors import fail as _fail
+        from .errors import out
         from .render import print_timeline_row, progress_printer
 
         if app_ref is not None:
@@ -134,6 +137,7 @@ def register(app: typer.Typer) -> None:
         if transport not in TRANSPORTS:
             raise _fail(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
         require_key(api)
+        audit_key()  # the runner reads CALLBOUND_AUDIT_KEY: refused if it has no UTF-8 form
         model_name = model
         st = _open(store)
         args: dict[str, Any] = {
@@ -167,13 +171,16 @@ def _run_app(app_ref: str, prompt: str, tenant: str, subject: str, as_json: bool
     """`callbound run --app module:factory` (D21): one operation of the user's own App, saved with its
     reference so `resume`, `approvals approve` and workers rebuild the same runner."""
     from ..runtime.app import load_app
-    from .app import _fail, _open, out
+    from .app import _open
+    from .errors import fail as _fail
+    from .errors import out
     from .render import print_timeline_row
 
     try:
         loaded = load_app(app_ref)  # first: a bad --app must not leave a new store behind
     except UsageError as exc:
         raise _fail(str(exc)) from exc
+    audit_key()  # the runner reads it
     st = _open(store)
     try:
         runner = loaded.runner(st, ref={"ref": app_ref, "args": {}})
@@ -189,7 +196,7 @@ def _drive(runner: Any, prompt: str, tenant: str, subject: str, store: str, as_j
     """Run one operation and report it. When another process takes it over meanwhile (`ops cancel`
     moves its fencing token, a worker claims it), this drive's next write fails with StaleLease: the
     operation is not lost, so its state as the store now holds it is reported, not a lease error."""
-    from .app import _fail
+    from .errors import fail as _fail
 
     operation_id = runner.ids.new_id("op")
     try:
@@ -204,7 +211,8 @@ def _drive(runner: Any, prompt: str, tenant: str, subject: str, store: str, as_j
 def taken_over(runner: Any, operation_id: str) -> Any:
     """The outcome of an operation another process took over while this one drove it (its write failed
     with StaleLease), as the store holds it now, with a note on stderr (``run`` and ``resume``)."""
-    from .app import _fail, err
+    from .errors import err
+    from .errors import fail as _fail
 
     try:
         outcome = runner.outcome(operation_id)
@@ -220,7 +228,7 @@ def taken_over(runner: Any, operation_id: str) -> Any:
 
 def _report(outcome: Any, store: str, as_json: bool) -> None:
     """Print the outcome and exit as D28 says: 0 on COMPLETED or WAITING_APPROVAL, else 3."""
-    from .app import out
+    from .errors import out
     from .render import print_outcome, print_waiting
 
     if outcome.state == "WAITING_APPROVAL":

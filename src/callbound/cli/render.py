@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.text import Text
 
@@ -112,6 +113,12 @@ def progress_printer(console: Console) -> Callable[[str, Progress], None]:
 
 
 DEFAULT_STORE = "sqlite:///callbound.db"
+# The options several commands share (app.py, approvals.py).
+StoreOpt = Annotated[
+    str,
+    typer.Option("--store", help="sqlite:///path.db (default ./callbound.db), postgresql://..., or memory:"),
+]
+AppRefOpt = Annotated[str | None, typer.Option("--app", help="module:factory (default: the one saved)")]
 
 
 def store_flag(store: str) -> str:

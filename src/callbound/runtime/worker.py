@@ -43,6 +43,14 @@ _MAX_CACHED_RUNNERS = 32
 
 AppKey = tuple[str, str]
 
+# The longest lease a worker takes: one day. The heartbeat renews it every third of its length, so its
+# length matters only when a worker dies (how long its operation waits to be taken over) or is frozen
+# (D21: keep it above the longest pause). A day holds comfortably in a PostgreSQL interval (limit about
+# 178 million years) and timestamp (year 294276), and in SQLite's seconds since the epoch. 1e308 was
+# accepted: every PostgreSQL claim then failed with "interval out of range" while the worker polled on,
+# and on SQLite the lease never expired (review round 14, h5 r7).
+MAX_LEASE_S = 86_400.0
+
 
 def _app_key(ref: str, args: dict[str, Any]) -> AppKey:
     return ref, canonical_json(args)
@@ -74,6 +82,8 @@ class Worker:
             # worker drove the operation while the first was in its write (paid twice); inf never expires
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
                 raise UsageError(f"{name} must be a positive, finite number of seconds, not {value!r}")
+        if lease_s > MAX_LEASE_S:
+            raise UsageError(f"lease_s must be at most {MAX_LEASE_S:g} seconds (one day), not {lease_s!r}")
         for method in ("claim", "renew", "release"):
             if not hasattr(store, method):
                 raise UsageError(f"{type(store).__name__} does not support worker leases")

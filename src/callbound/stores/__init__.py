@@ -40,12 +40,30 @@ def sqlite_path(url: str | None) -> str | None:
     return path or "callbound.db"
 
 
+def _check_url(url: str) -> None:
+    """Refuse a URL with no UTF-8 form. A lone surrogate (a byte that is not UTF-8 in ``--store``,
+    decoded by Python's surrogateescape) raised UnicodeEncodeError out of psycopg's connect, a traceback
+    instead of a usage error (review round 14, h5 r4); a SQLite path holding one would be saved, as the
+    demo's payments path, in a head that cannot be encoded."""
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        from ..core.errors import UsageError
+
+        raise UsageError(
+            f"the store URL holds {url[exc.start]!r} at position {exc.start}, which is not UTF-8 (a byte "
+            "of another encoding, or half of a surrogate pair): give the URL as UTF-8 text"
+        ) from None
+
+
 def missing_database(url: str | None) -> str | None:
     """Why ``url`` names no database to read, or None. A SQLite file that does not exist, or a PostgreSQL
     database without callbound's tables: opening either creates them, so a mistyped path or database
     name would read as an empty store (nothing listed, a clean audit) and leave stray tables behind.
     For PostgreSQL this connects and reads the catalog; a server it cannot reach gives None, and
     opening the store then says why."""
+    if isinstance(url, str):
+        _check_url(url)
     if url is not None and url.startswith(_POSTGRES_SCHEMES):
         try:
             from .postgres import missing_schema
@@ -116,6 +134,7 @@ def open(url: str | None, *, create: bool = True) -> Store:  # the documented na
         raise UsageError(
             f"a store URL is a string (sqlite:///path, postgresql://... or memory:), not {type(url).__name__}"
         )
+    _check_url(url)
     if url in ("memory", "memory:", "memory://"):
         return MemoryStore()
     if url.startswith("sqlite:"):

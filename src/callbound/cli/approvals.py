@@ -1,0 +1,157 @@
+"""``callbound approvals``: list pending approvals and decide them (D17) from any shell."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from ..core.errors import CallboundError
+from ..core.states import TERMINAL
+from .errors import err, fail, out
+from .render import DEFAULT_STORE, AppRefOpt, StoreOpt, print_table, resume_hint
+
+approvals_app = typer.Typer(no_args_is_help=True, help="List and decide pending approvals.")
+
+
+@approvals_app.command("list")
+def approvals_list(
+    tenant: Annotated[str | None, typer.Option()] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Include decided approvals.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Pending approvals, oldest first."""
+    from .app import _open  # app.py registers this module
+
+    st = _open(store, create=False)
+    rows = st.list_approvals(tenant=tenant, status=None if all_ else "pending")
+    if as_json:
+        out.print_json(json.dumps([a.to_dict() for a in rows]))
+        return
+    from rich.table import Table
+
+    table = Table("approval id", "operation", "tool", "arguments", "status", "expires")
+    for a in rows:
+        table.add_row(
+            a.approval_id,
+            a.operation_id,
+            a.tool,
+            # Whole, and ASCII: the approver must see every argument that will run (a cut at 60
+            # characters hid an amount the model padded past it), and escapes make look-alike and
+            # bidi characters visible.
+            json.dumps(a.arguments, ensure_ascii=True),
+            a.status,
+            a.expires_at.isoformat(),
+        )
+    print_table(out, table)
+
+
+def _decide(
+    approval_id: str,
+    approver: str,
+    verdict: str,
+    reason: str | None,
+    tenant: str | None,
+    store: str,
+    app_ref: str | None,
+) -> None:
+    from ..core.approvals import Decision
+    from ..runtime.decisions import stale_context
+    from .app import _open, _runner_for
+
+    st = _open(store, create=False, wanted=f"approval {approval_id!r}")
+    approval = st.get_approval(approval_id)
+    if approval is None:
+        raise fail(f"no approval {approval_id!r} in this store")
+    try:
+        runner = _runner_for(st, approval.operation_id, app_ref)
+        decision = (
+            Decision.approve(approval_id, approver, reason)
+            if verdict == "approve"
+            else Decision.deny(approval_id, approver, reason)
+        )
+        decided = runner.decide(decision, tenant=tenant or approval.tenant)
+    except CallboundError as exc:
+        raise fail(str(exc)) from exc
+    # D17: deciding a decided approval again returns the original decision; nothing was recorded now
+    said = f"already {decided.status}" if approval.status != "pending" else decided.status
+    if approval.status != "pending" and reason is not None and reason != decided.reason:
+        # D17: the same verdict from the same approver returns the original, its reason included; a
+        # second denial's new reason looked recorded when it was not (review round 14, h5 r6).
+        kept = "no reason" if decided.reason is None else f"the reason {decided.reason!r}"
+        err.print(
+            Text.assemble(
+                ("warning:", "yellow"),
+                f" the reason given now was not recorded: the decision stands as first recorded, with {kept}",
+            ),
+            highlight=False,
+        )
+    stored = st.load_operation(approval.operation_id)
+    state = None if stored is None else str(stored.head.get("state"))
+    if state is None or state in TERMINAL:
+        # Review round 14 (h5 r6): a repeat after the operation ended printed "resume with: ...", a
+        # command that exits 2 on a finished operation (D2)
+        ended = "is no longer in this store" if state is None else f"has ended {state}"
+        out.print(f"approval {approval_id}: {said} by {decided.approver} at {decided.decided_at}")
+        out.print(f"operation {approval.operation_id} {ended}: there is nothing to resume")
+        return
+    if decided.decided_at is not None and decided.decided_at >= decided.expires_at:
+        # The decision is recorded (D17), but an approval decided after its expiry never lets the
+        # call run: printing "approved" alone read as if the refund would now go ahead.
+        err.print(
+            Text.assemble(
+                ("warning:", "yellow"),
+                f" approval {approval_id} had expired at {decided.expires_at.isoformat()}; the decision is "
+                "recorded but cannot take effect: the call will not run, and resuming "
+                + (
+                    "stops the operation STOPPED(APPROVAL_EXPIRED)"
+                    if runner.policy.on_approval_expired == "stop"
+                    else "tells the model APPROVAL_EXPIRED"
+                ),
+            ),
+            highlight=False,
+        )
+        out.print(f"approval {approval_id}: {said} by {decided.approver} after it expired")
+    elif decided.status == "approved" and (why := stale_context(runner, decided)) is not None:
+        # As for a late decision: "approved" alone read as if the call would now run (D17)
+        err.print(
+            Text.assemble(
+                ("warning:", "yellow"),
+                f" approval {approval_id} was asked under {why}; the decision is recorded, but resuming "
+                "with this application tells the model APPROVAL_STALE and the call will not run",
+            ),
+            highlight=False,
+        )
+        out.print(f"approval {approval_id}: {said} by {decided.approver} at {decided.decided_at}")
+    else:
+        out.print(f"approval {approval_id}: {said} by {decided.approver} at {decided.decided_at}")
+    saved = (stored.head.get("app") or {}).get("ref")
+    out.print(resume_hint(approval.operation_id, store, app_ref if app_ref not in (None, saved) else None))
+
+
+@approvals_app.command("approve")
+def approvals_approve(
+    approval_id: str,
+    approver: Annotated[str, typer.Option(help="Who approves.")],
+    tenant: Annotated[str | None, typer.Option(help="Tenant the approver acts for.")] = None,
+    app_ref: AppRefOpt = None,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Approve a pending call (single use; repeating the same decision is a no-op)."""
+    _decide(approval_id, approver, "approve", None, tenant, store, app_ref)
+
+
+@approvals_app.command("deny")
+def approvals_deny(
+    approval_id: str,
+    approver: Annotated[str, typer.Option(help="Who denies.")],
+    reason: Annotated[str, typer.Option(help="Why; the model is told.")] = "denied",
+    tenant: Annotated[str | None, typer.Option()] = None,
+    app_ref: AppRefOpt = None,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Deny a pending call; the model receives DENIED."""
+    _decide(approval_id, approver, "deny", reason, tenant, store, app_ref)

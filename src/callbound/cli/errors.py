@@ -1,0 +1,126 @@
+"""How a command reports what it cannot do: one ``error:`` line and exit 2 (D28: a usage error or
+unreadable input), never a traceback, and never exit 1, which ``audit verify`` keeps for tampering.
+
+- ``fail``: print the error line, return the ``typer.Exit`` to raise.
+- ``CallboundGroup``: the root command group; a ``CallboundError`` that escapes any command (a
+  ``StoreError``: the store is locked, unreachable or refused a value; a ``UsageError``) ends there.
+- ``guard``: every command checks its text arguments first (``check_text_params``).
+- ``audit_key``: ``CALLBOUND_AUDIT_KEY`` as bytes, refused when it has no UTF-8 form.
+- ``MAX_LIMIT``: the largest ``--limit`` passed on to a store.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+from typer.core import TyperCommand, TyperGroup
+
+from ..core.errors import CallboundError
+from .render import shown
+
+# markup=False: what callbound prints holds model output, tool arguments and provider messages, whose
+# square brackets Rich would read as style tags (hiding part of the arguments an approver is shown,
+# or failing on "[/b]"); styled parts are built as Text instead.
+out = Console(soft_wrap=True, markup=False)
+err = Console(stderr=True, soft_wrap=True, markup=False)
+
+
+# The ceiling of --limit (ops list, ledger list), far below the 64-bit LIMIT SQLite and PostgreSQL take: a
+# larger limit lists the same rows, so it is lowered to this. 99999999999999999999 raised OverflowError
+# from sqlite3 and a StoreError from psycopg (review round 14, h5 r2).
+MAX_LIMIT = 1_000_000_000
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    # One line (D28, review round 14 h5 r8): a psycopg message brings the SQL and a caret on lines of
+    # their own; control characters of an id or a provider's text are shown as escapes.
+    message = shown(" ".join(message.split()))
+    err.print(Text.assemble(("error:", "red"), f" {message}"), highlight=False)
+    return typer.Exit(code)
+
+
+class CallboundGroup(TyperGroup):
+    """The root group. Review round 14 (h5, r8): a StoreError a command did not catch itself (a table
+    locked past ``lock_timeout``, a --limit PostgreSQL refuses) left as a Rich traceback and exit 1,
+    which ``audit verify`` reads as tampering; every command now ends such an error as D28 says."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CallboundError as exc:
+            raise fail(str(exc) or type(exc).__name__) from exc
+
+
+def _unencodable(text: str) -> str | None:
+    """Where ``text`` has no UTF-8 form, shown as the byte it came from; None if it has one. On POSIX
+    Python decodes a byte of argv or of the environment that is not UTF-8 to a lone surrogate
+    (surrogateescape): U+DCFF is the byte 0xff."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        c = ord(text[exc.start])
+        byte = f"byte \\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"lone surrogate \\u{c:04x}"
+        return f"the {byte} at position {exc.start}"
+    return None
+
+
+def _text_fault(what: str, where: str) -> str:
+    return (
+        f"{what} holds {where}, which is not UTF-8 (Python reads it as a lone surrogate): callbound "
+        "keeps ids, names, keys and URLs as UTF-8 text; check the terminal's or the script's encoding"
+    )
+
+
+# Parameters naming a file that is only read, never stored: the OS takes its name as bytes, so a name
+# that is not UTF-8 still opens (``callbound parse --api ... FILE``).
+_PATHS = frozenset({"file"})
+
+
+def check_text_params(ctx: Any) -> None:
+    """Refuse a text argument with no UTF-8 form before the command runs. Review round 14 (h5, r1): a
+    byte that is not UTF-8 in an id, tenant, key, worker id or approver (a Latin-1 shell) raised
+    UnicodeEncodeError wherever it was first hashed, sent to the database or saved: a traceback, exit
+    1, which ``audit verify op_\\xff`` reported as tampering. One check for every command and option."""
+    for param in ctx.command.params:
+        values = ctx.params.get(param.name)
+        if param.name in _PATHS or values is None:
+            continue
+        for value in values if isinstance(values, list | tuple) else [values]:
+            where = _unencodable(value) if isinstance(value, str) else None
+            if where is not None:
+                opts = [o for o in getattr(param, "opts", []) if o.startswith("-")]
+                raise fail(_text_fault(opts[0] if opts else str(param.name).upper(), where))
+
+
+class CheckedCommand(TyperCommand):
+    def invoke(self, ctx: Any) -> Any:
+        check_text_params(ctx)
+        return super().invoke(ctx)
+
+
+def guard(app: typer.Typer) -> None:
+    """Make every command of ``app`` and of its sub-apps check its text arguments first (call it once
+    every command is registered)."""
+    for info in app.registered_commands:
+        if info.cls in (None, TyperCommand):  # what @app.command() leaves
+            info.cls = CheckedCommand
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            guard(group.typer_instance)
+
+
+def audit_key() -> bytes | None:
+    """``CALLBOUND_AUDIT_KEY`` (D20) as the bytes the chain is keyed with. A value with a byte that is
+    not UTF-8 (a key file in another encoding) raised UnicodeEncodeError in ``audit verify``, exit 1 as
+    if tampered, and wherever a runner was built (review round 14, h5 r1): refused as a usage error."""
+    key = os.environ.get("CALLBOUND_AUDIT_KEY")
+    if not key:
+        return None
+    where = _unencodable(key)
+    if where is not None:
+        raise fail(_text_fault("CALLBOUND_AUDIT_KEY", where))
+    return key.encode()
