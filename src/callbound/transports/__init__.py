@@ -6,7 +6,8 @@
 
 Every client sends the adapter-built body, hands the adapter the provider's raw bytes (a body, or the
 bytes of a stream read through the shared SSE reader), never retries on its own (the Runner retries,
-D26), and turns SDK and httpx exceptions into a neutral ``RawFailure`` for ``adapter.map_error``
+D26), never follows a redirect (a 3xx is a fatal failure: the body and key stay with the server asked),
+and turns SDK and httpx exceptions into a neutral ``RawFailure`` for ``adapter.map_error``
 alone to classify (D30).
 
 Every request, connect through the last byte, plain or streamed, is bounded by the remaining active
@@ -25,8 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import math
+import inspect
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -36,6 +38,7 @@ from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
+from .checks import check_client_args, check_key
 
 if TYPE_CHECKING:
     from ..core.model import ModelClient
@@ -46,6 +49,7 @@ __all__ = [
     "TRANSPORTS",
     "api_key_for",
     "check_client_args",
+    "check_key",
     "effective_timeout",
     "feed_stream",
     "make_client",
@@ -92,6 +96,7 @@ def api_key_for(api: str) -> str | None:
     for name in _env_names(api):
         value = os.environ.get(name)
         if value:
+            check_key(value, f"the environment variable {name}")
             return value
     return None
 
@@ -163,53 +168,6 @@ def make_client(
         ) from exc
 
 
-def check_client_args(
-    owner: str,
-    api: object,
-    *,
-    model: object = None,
-    base_url: object = None,
-    api_key: object = None,
-    timeout_s: object = None,
-    caps: object = None,
-) -> None:
-    """Types first, so a wrong one is a ``UsageError`` here rather than at the first request, after the
-    operation is stored: ``timeout_s="30"`` failed every request as a retried connection error,
-    ``timeout_s=-1`` bounded every request to the 1 ms floor of ``effective_timeout``, ``api_key=123``
-    was accepted, and ``base_url=5`` raised AttributeError. ``owner`` names the caller in the message:
-    ``make_client`` and every client class (``HttpModel``, ``OpenAIModel``, ``AnthropicModel``,
-    ``GeminiModel``, ``ScriptedModel``) check their arguments here, since a class made directly took
-    ``caps={...}`` or ``timeout_s="30"`` and failed every request, each one sent and paid for, as a
-    retried connection error."""
-    if not isinstance(api, str):
-        raise UsageError(f"the API is a name such as 'openai-responses', not {type(api).__name__}")
-    for what, value in (("model", model), ("base_url", base_url), ("api_key", api_key)):
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise UsageError(f"{owner}({what}=...) takes a string or None, not {type(value).__name__}")
-        try:
-            value.encode("utf-8")  # sent in every request: the URL, a header, the body
-        except UnicodeEncodeError as exc:
-            raise UsageError(
-                f"{owner}({what}=...) holds a lone surrogate at {exc.start}, which no request can carry"
-            ) from exc
-    if isinstance(base_url, str) and not base_url.strip():
-        raise UsageError(f"{owner}(base_url=...) must be the server's URL (or None for the provider's)")
-    if timeout_s is not None and (
-        isinstance(timeout_s, bool)
-        or not isinstance(timeout_s, int | float)
-        or not math.isfinite(timeout_s)
-        or timeout_s <= 0
-    ):
-        raise UsageError(f"{owner}(timeout_s=...) takes seconds, a number > 0, or None, not {timeout_s!r}")
-    if caps is not None and not isinstance(caps, StreamCaps):
-        raise UsageError(
-            f"{owner}(caps=...) takes a StreamCaps (callbound.adapters.base) or None, "
-            f"not {type(caps).__name__}"
-        )
-
-
 # ---- shared by the transports ---------------------------------------------------------------------
 
 
@@ -228,6 +186,13 @@ def transport_errors() -> tuple[type[BaseException], ...]:
             cls = getattr(module, attr, None)
             if isinstance(cls, type) and issubclass(cls, BaseException):
                 found.append(cls)
+    # aiohttp, once something loaded it (google-genai sends over it when it is installed; openai's
+    # DefaultAioHttpClient): its ClientPayloadError (a body cut mid-way, bytes that do not match their
+    # content-encoding) and ServerDisconnectedError are no OSError, and escaped complete() (D4, D30).
+    aiohttp = sys.modules.get("aiohttp")
+    cls = getattr(aiohttp, "ClientError", None)
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        found.append(cls)
     return tuple(found)
 
 
@@ -370,8 +335,6 @@ async def within_deadline(
 def split_kwargs(method: Any, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split a wire body into the keyword arguments an SDK method declares and the rest, which goes
     through ``extra_body`` so that the JSON sent is the adapter's body, key for key."""
-    import inspect
-
     params = inspect.signature(method).parameters
     reserved = {"extra_headers", "extra_query", "extra_body", "timeout"}
     known: dict[str, Any] = {}
@@ -453,7 +416,8 @@ async def stainless_complete(
 
 class StainlessModel:
     """What the OpenAI and Anthropic SDK clients share (both SDKs are Stainless-generated): the SDK
-    loaded on first use, a client with retries off and the request's timeout (D26), and one
+    loaded on first use, a client with retries off, the request's timeout (D26) and redirects not
+    followed (a client of your own keeps its HTTP client's setting), and one
     ``complete`` that hands the raw body or stream to the adapter. Subclasses name the client class
     and the resource that creates a response."""
 
@@ -510,7 +474,14 @@ class StainlessModel:
                 f"{self.api} needs an API key: set the environment variable {missing_key(self.api)}"
             )
         factory = getattr(self._sdk, self.client_class)
-        return factory(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout), True
+        # Redirects not followed, as HttpModel: the SDKs' httpx client followed them, sending the body
+        # to the origin a 307 names, or turning a 302 into a GET whose 200 was taken as the model's
+        # turn (its tool calls would run). A 3xx is an APIStatusError, a fatal failure (review 14).
+        # DefaultAsyncHttpxClient keeps the SDK's own defaults (limits, keep-alive) otherwise.
+        http = self._sdk.DefaultAsyncHttpxClient(timeout=timeout, follow_redirects=False)
+        return factory(
+            api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout, http_client=http
+        ), True
 
     async def complete(
         self,
@@ -527,9 +498,24 @@ class StainlessModel:
         timeout = effective_timeout(meta.timeout_s, self.timeout_s)
         client, owned = self._client(timeout)
         try:
+            resource = self._resource(client)
+            # A body without a keyword the SDK requires (``model`` for Chat and Messages) made the SDK
+            # raise TypeError before sending: retried as a connection error, FAILED(CONNECTION_ERROR).
+            params = inspect.signature(resource.create).parameters.values()
+            required = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+            missing = [name for name in required if body.get(name) is None]
+            if "model" in missing:
+                raise UsageError(
+                    f"{self.api} needs a model name: {type(self).__name__}(..., model='...') "
+                    "or settings={'model': ...}"
+                )
+            if missing:
+                raise UsageError(
+                    f"{self.api}: the request body lacks {', '.join(missing)}, which the SDK requires"
+                )
             request = stainless_complete(
                 self._sdk,
-                self._resource(client),
+                resource,
                 self._adapter,
                 body,
                 stream=stream,

@@ -11,7 +11,8 @@ The SDK hands back the raw wire data, not re-shaped:
 The body keys ``messages.create`` declares are passed as keyword arguments and the rest through
 ``extra_body``, so the JSON on the wire is the adapter's body; the SDK adds ``x-api-key`` and
 ``anthropic-version``. The client is built with ``max_retries=0`` and a timeout equal to the
-remaining deadline (D26), which also bounds the whole request. ``APIStatusError``,
+remaining deadline (D26), which also bounds the whole request, on an httpx client that does not
+follow redirects (a 3xx is a fatal failure, as over ``HttpModel``). ``APIStatusError``,
 ``APITimeoutError`` and ``APIConnectionError`` become a ``RawFailure`` for ``adapter.map_error``
 (D30). The key comes from ``ANTHROPIC_API_KEY`` unless given. The SDK version is recorded in each
 turn's provenance (``anthropic/<version>``).
@@ -46,8 +47,9 @@ class AnthropicModel(StainlessModel):
 
     ``base_url`` is the SDK's (the server root, e.g. ``http://127.0.0.1:8080``); ``client`` may be an
     ``anthropic.AsyncAnthropic`` of your own (used through ``with_options(max_retries=0,
-    timeout=...)``); otherwise a client is made for each request, so the model works under any event
-    loop."""
+    timeout=...)``; it keeps its own HTTP client, so build it with
+    ``http_client=anthropic.DefaultAsyncHttpxClient(follow_redirects=False)`` to refuse redirects too);
+    otherwise a client is made for each request, so the model works under any event loop."""
 
     client_class = "AsyncAnthropic"
 

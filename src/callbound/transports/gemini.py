@@ -3,9 +3,12 @@ model is made, never by ``import callbound``), with raw httpx where the SDK cann
 
 What google-genai can and cannot hand back raw:
 
-- ``generateContent`` (plain): yes. ``client.aio.models.generate_content(...)`` with
-  ``config.should_return_http_response=True`` returns the body as received in
-  ``response.sdk_http_response.body``; the adapter parses that. The request body is the adapter's:
+- ``generateContent`` (plain): yes, through the httpx client it is given. ``client.aio.models.
+  generate_content(...)`` (``config.should_return_http_response=True``) hands back only the body's
+  decoded text, so the SDK sends over an ``httpx.AsyncClient`` of ours whose response hook keeps the
+  body bytes as received (D7, D8); the adapter parses those. That client does not follow redirects
+  (a 3xx is a fatal failure, as over ``HttpModel``; the SDK's own client followed them, key and body
+  included) and keeps google-genai off aiohttp. The request body is the adapter's:
   it is passed whole through ``config.http_options.extra_body`` (the SDK documents it as "extra
   parameters ... in the backend API's request structure"; lists in it replace the SDK's own, so the
   placeholder ``contents`` the SDK insists on never reaches the wire). The one change the SDK makes
@@ -29,6 +32,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+import httpx
 
 from ..adapters import get as get_adapter
 from ..adapters.base import Adapter, StreamCaps
@@ -149,6 +154,36 @@ class GeminiModel:
         return stamp_sdk_version(turn, self.sdk_version)
 
     async def _generate(self, body: dict[str, Any], timeout: float) -> ModelTurn:
+        key = self._key()
+        received: list[httpx.Response] = []
+
+        async def keep(response: httpx.Response) -> None:
+            await response.aread()  # read here, so the SDK's own read finds it read
+            received.append(response)
+
+        # Our own httpx client, as HttpModel's (review 14): (1) redirects are not followed (the SDK's
+        # followed them, sending the body, and x-goog-api-key, which httpx strips only as
+        # Authorization, to the origin a 307 names; a 302 became a GET whose 200 was taken as the
+        # model's turn); (2) the hook keeps the body bytes as received (D7, D8): the SDK hands back
+        # only Response.text, decoded with errors="replace" or the header's charset, so invalid UTF-8
+        # became a successful turn with U+FFFD and raw_sha256 was not the digest of the bytes; (3) a
+        # given httpx client keeps google-genai off aiohttp, whose exceptions it would raise instead.
+        http_client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout), follow_redirects=False, event_hooks={"response": [keep]}
+        )
+        try:
+            return await self._send(body, timeout, key, http_client, received)
+        finally:
+            await http_client.aclose()  # google-genai leaves a client it was given open
+
+    async def _send(
+        self,
+        body: dict[str, Any],
+        timeout: float,
+        key: str,
+        http_client: httpx.AsyncClient,
+        received: list[httpx.Response],
+    ) -> ModelTurn:
         genai = self._sdk
         types = genai.types
         errors = genai.errors
@@ -156,9 +191,13 @@ class GeminiModel:
         timeout_ms = max(1, int(timeout * 1000))
         no_retries = types.HttpRetryOptions(attempts=1)
         client = genai.Client(
-            api_key=self._key(),
+            api_key=key,
             http_options=types.HttpOptions(
-                base_url=self.base_url, api_version=API_VERSION, timeout=timeout_ms, retry_options=no_retries
+                base_url=self.base_url,
+                api_version=API_VERSION,
+                timeout=timeout_ms,
+                retry_options=no_retries,
+                httpx_async_client=http_client,
             ),
         )
         config = types.GenerateContentConfig(
@@ -169,7 +208,7 @@ class GeminiModel:
         )
         broken = transport_errors()
         try:
-            response = await client.aio.models.generate_content(model=model, contents=".", config=config)
+            await client.aio.models.generate_content(model=model, contents=".", config=config)
         except errors.APIError as exc:
             return self._adapter.map_error(_api_error_failure(exc), model=model)
         except broken as exc:
@@ -177,17 +216,25 @@ class GeminiModel:
             return self._adapter.map_error(RawFailure(kind, None, None, {}), model=model)
         except TimeoutError:
             return self._adapter.map_error(RawFailure("timeout", None, None, {}), model=model)
+        except UnicodeDecodeError:
+            # google-genai decodes an error body as JSON before raising APIError; not UTF-8, it raises
+            # this instead: the status and the bytes received still make the failure (D30).
+            if not received:
+                raise
+            failed = received[-1]
+            failure = RawFailure("http", failed.status_code, failed.content, dict(failed.headers))
+            return self._adapter.map_error(failure, model=model)
         finally:
             await client.aio.aclose()
-        http = response.sdk_http_response
-        text = http.body if http is not None and http.body is not None else ""
-        raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        if not received:  # cannot happen while the SDK sends over http_client; never guess the bytes
+            return self._adapter.map_error(RawFailure("connection", None, None, {}), model=model)
+        answer = received[-1]
         try:
-            # The SDK has read the body already; a body over the cap still gets the same turn.
-            return plain_turn(self._adapter, raw, self.caps, model)
+            # The hook has read the body whole; a body over the cap still gets the same turn.
+            return plain_turn(self._adapter, answer.content, self.caps, model)
         except ProtocolViolation:
-            headers = dict(http.headers or {}) if http is not None else {}
-            return self._adapter.map_error(RawFailure("http", 200, raw, headers), model=model)
+            failure = RawFailure("http", answer.status_code, answer.content, dict(answer.headers))
+            return self._adapter.map_error(failure, model=model)
 
 
 def _api_error_failure(exc: Any) -> RawFailure:

@@ -12,8 +12,10 @@ The SDK hands back the raw wire data, not re-shaped:
 The body keys the SDK method declares are passed as keyword arguments and the rest through
 ``extra_body``, so the JSON on the wire is the adapter's body. The client is built with
 ``max_retries=0`` and a timeout equal to the remaining deadline (D26), which also bounds the whole
-request. ``APIStatusError``, ``APITimeoutError`` and ``APIConnectionError`` become a ``RawFailure`` for
-``adapter.map_error`` (D30). The key comes from ``OPENAI_API_KEY`` unless given. The SDK version is
+request, on an httpx client that does not follow redirects (a 3xx is a fatal failure, as over
+``HttpModel``: the body and key stay with the server asked). ``APIStatusError``,
+``APITimeoutError`` and ``APIConnectionError`` become a ``RawFailure`` for ``adapter.map_error``
+(D30). The key comes from ``OPENAI_API_KEY`` unless given. The SDK version is
 recorded in each turn's provenance (``openai/<version>``).
 """
 
@@ -46,8 +48,10 @@ class OpenAIModel(StainlessModel):
 
     ``base_url`` is the SDK's (it includes ``/v1``, e.g. ``http://127.0.0.1:8080/v1``); ``client``
     may be an ``openai.AsyncOpenAI`` of your own (it is used through ``with_options(max_retries=0,
-    timeout=...)``); otherwise a client is made for each request, so the model works under any event
-    loop (``run_sync`` starts a new one each time)."""
+    timeout=...)``; it keeps its own HTTP client, so build it with
+    ``http_client=openai.DefaultAsyncHttpxClient(follow_redirects=False)`` to refuse redirects too);
+    otherwise a client is made for each request, so the model works under any event loop
+    (``run_sync`` starts a new one each time)."""
 
     client_class = "AsyncOpenAI"
 

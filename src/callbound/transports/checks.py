@@ -1,0 +1,85 @@
+"""Argument checks of the live clients: ``make_client`` and every client class run
+``check_client_args`` when made, so that a wrong argument is a ``UsageError`` then, not a failed (and
+retried) request after the operation is stored; ``check_key`` also guards keys read from the
+environment (``api_key_for``)."""
+
+from __future__ import annotations
+
+import math
+
+from ..adapters.base import StreamCaps
+from ..core.errors import UsageError
+
+__all__ = ["check_client_args", "check_key"]
+
+
+def check_key(key: str, where: str) -> None:
+    """Refuse a key that no HTTP header can carry (a trailing newline from a key file, a non-ASCII or
+    control character) with a ``UsageError`` naming the character class and its place, never the key:
+    it used to be accepted, then every request failed locally as a retried connection error (4
+    attempts, FAILED(CONNECTION_ERROR)) while httpcore and the anthropic SDK logged the whole key at
+    DEBUG in their header errors (review 14). ``where`` names the source (an argument, a variable)."""
+    problem = None
+    if key.endswith("\n"):
+        problem = "ends with a newline (as read from a file?)"
+    elif key != key.strip():
+        problem = "starts or ends with whitespace"
+    else:
+        for i, ch in enumerate(key, 1):
+            if ord(ch) > 0x7E:
+                problem = f"holds a non-ASCII character at position {i} of {len(key)}"
+            elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+                problem = f"holds a control character (U+{ord(ch):04X}) at position {i} of {len(key)}"
+            if problem:
+                break
+    if problem:
+        raise UsageError(f"{where} {problem}: no HTTP header can carry the key; fix it")
+
+
+def check_client_args(
+    owner: str,
+    api: object,
+    *,
+    model: object = None,
+    base_url: object = None,
+    api_key: object = None,
+    timeout_s: object = None,
+    caps: object = None,
+) -> None:
+    """Types first, so a wrong one is a ``UsageError`` here rather than at the first request, after the
+    operation is stored: ``timeout_s="30"`` failed every request as a retried connection error,
+    ``timeout_s=-1`` bounded every request to the 1 ms floor of ``effective_timeout``, ``api_key=123``
+    was accepted, and ``base_url=5`` raised AttributeError. ``owner`` names the caller in the message:
+    ``make_client`` and every client class (``HttpModel``, ``OpenAIModel``, ``AnthropicModel``,
+    ``GeminiModel``, ``ScriptedModel``) check their arguments here, since a class made directly took
+    ``caps={...}`` or ``timeout_s="30"`` and failed every request, each one sent and paid for, as a
+    retried connection error."""
+    if not isinstance(api, str):
+        raise UsageError(f"the API is a name such as 'openai-responses', not {type(api).__name__}")
+    for what, value in (("model", model), ("base_url", base_url), ("api_key", api_key)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise UsageError(f"{owner}({what}=...) takes a string or None, not {type(value).__name__}")
+        try:
+            value.encode("utf-8")  # sent in every request: the URL, a header, the body
+        except UnicodeEncodeError as exc:
+            raise UsageError(
+                f"{owner}({what}=...) holds a lone surrogate at {exc.start}, which no request can carry"
+            ) from exc
+    if isinstance(api_key, str):
+        check_key(api_key, f"{owner}(api_key=...)")
+    if isinstance(base_url, str) and not base_url.strip():
+        raise UsageError(f"{owner}(base_url=...) must be the server's URL (or None for the provider's)")
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, int | float)
+        or not math.isfinite(timeout_s)
+        or timeout_s <= 0
+    ):
+        raise UsageError(f"{owner}(timeout_s=...) takes seconds, a number > 0, or None, not {timeout_s!r}")
+    if caps is not None and not isinstance(caps, StreamCaps):
+        raise UsageError(
+            f"{owner}(caps=...) takes a StreamCaps (callbound.adapters.base) or None, "
+            f"not {type(caps).__name__}"
+        )
