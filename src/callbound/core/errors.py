@@ -168,8 +168,9 @@ class OperationBusy(StoreError):
 class IntentTaken(StoreError):
     """Another operation claimed the same intent (tenant, idempotency key) between this operation's
     ledger read and its STARTED commit. The commit was refused, so nothing of it was written and no
-    handler ran; the runner reloads the operation and decides again (the other operation's entry now
-    says IN_PROGRESS or replays its result), so a refund never runs twice (D13, D16)."""
+    handler ran; the runner takes back that claim and decides the write again, keeping the answered
+    turn (the other operation's entry now says IN_PROGRESS or replays its result), so a refund never
+    runs twice (D13, D16)."""
 
     def __init__(self, tenant: str, key: str, holder: str) -> None:
         self.tenant, self.key, self.holder = tenant, key, holder

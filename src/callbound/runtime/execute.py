@@ -29,10 +29,13 @@ from ..core.guards import identical_allowed, identical_key, remaining_s, result_
 from ..core.idempotency import PURGED_APPLIED, LedgerAction, LedgerEntry, LedgerStatus, decide
 from ..core.registry import CallContext, ToolSpec, is_async_callable
 from ..core.snapshot import envelope_to_dict
-from ..core.states import TERMINAL
 from ..core.types import ModelTurn, ToolCall, error_result, ok_result
+from .claims import Claim
+from .claims import held_elsewhere as _held_elsewhere
+from .claims import queue as _ledger
 from .crash import crash_point, ledger_disabled
 from .operation import DONE, PLANNED, RUNNING, UNKNOWN, CallRecord, Operation
+from .repeats import TurnRuns
 from .tools import HandlerOutcome, to_jsonable, turn_slots
 
 if TYPE_CHECKING:
@@ -206,8 +209,9 @@ async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[
             rec = reads[0]  # no task for one read
             await _run_read(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)])
         elif reads:
+            runs = TurnRuns()  # identical reads side by side: D13 (2) on completed runs (repeats.py)
             await asyncio.gather(
-                *(_run_read(runner, op, turn, r, calls[(r.response_id, r.call_id)]) for r in reads)
+                *(_run_read(runner, op, turn, r, calls[(r.response_id, r.call_id)], runs) for r in reads)
             )
 
         for rec in writes:
@@ -255,8 +259,11 @@ def _tool_gone(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord) 
     refuse(runner, op, turn, rec, None, UNKNOWN_TOOL, why)
 
 
-def _repeat_refused(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec) -> bool:
-    key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
+def _repeat_refused(
+    runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec, key: str | None = None
+) -> bool:
+    if key is None:
+        key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
     if identical_allowed(op.budgets, op.spent, key):
         return False
     rec.no_progress = True
@@ -304,12 +311,24 @@ def _count_run(op: Operation, rec: CallRecord, spec: ToolSpec) -> None:
     rec.identical_key = key
 
 
-async def _run_read(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, call: ToolCall) -> None:
+async def _run_read(
+    runner: Runner,
+    op: Operation,
+    turn: ModelTurn,
+    rec: CallRecord,
+    call: ToolCall,
+    runs: TurnRuns | None = None,
+) -> None:
     spec = runner.registry.get(rec.tool)
     if spec is None:  # run_turn files a call whose tool is gone with the reads
         _tool_gone(runner, op, turn, rec)
         return
-    if _approval_lapsed(runner, op, turn, rec, spec) or _repeat_refused(runner, op, turn, rec, spec):
+    if _approval_lapsed(runner, op, turn, rec, spec):
+        return
+    key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
+    if runs is not None:
+        await runs.settle(op, key)  # an identical read of this turn still running: its outcome first
+    if _repeat_refused(runner, op, turn, rec, spec, key):
         return
     args = _args_or_refuse(runner, op, turn, rec, spec)
     if args is None:
@@ -317,64 +336,35 @@ async def _run_read(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRec
     # Fix: reads run concurrently, and the run used to be counted only after the handler returned, so
     # identical reads of one turn all passed the check (5 proposals ran 4 times with
     # max_identical_calls=2). Reserve the run now; give it back if the run does not succeed.
-    key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
     op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
-    rec.status = RUNNING
-    outcome = await runner.executor.run(
-        spec.handler, args, _ctx(runner, op, rec, spec), _timeout_s(runner, op, spec)
-    )
-    rec.producer = "handler"
-    succeeded = False
-    if outcome.kind == "ok":
-        model_result, output = _result_for(spec, op, outcome.value)
-        # D13 (2) counts runs: a handler that returned a value too large to send still ran, as a
-        # write's does (_count_run); uncounted, the same read re-ran on every repeat, never refused
-        succeeded = bool(model_result["ok"]) or model_result["error"]["code"] == RESULT_TOO_LARGE
-        if succeeded:
-            rec.identical_key = key
-        seal(runner, op, turn, rec, spec, model_result, output)
-    if not succeeded:
-        op.spent.identical[key] -= 1
+    if runs is not None:
+        runs.start(key)
+    try:
+        rec.status = RUNNING
+        outcome = await runner.executor.run(
+            spec.handler, args, _ctx(runner, op, rec, spec), _timeout_s(runner, op, spec)
+        )
+        rec.producer = "handler"
+        succeeded = False
+        if outcome.kind == "ok":
+            model_result, output = _result_for(spec, op, outcome.value)
+            # D13 (2) counts runs: a handler that returned a value too large to send still ran, as a
+            # write's does (_count_run); uncounted, the same read re-ran on every repeat, never refused
+            succeeded = bool(model_result["ok"]) or model_result["error"]["code"] == RESULT_TOO_LARGE
+            if succeeded:
+                rec.identical_key = key
+            seal(runner, op, turn, rec, spec, model_result, output)
+        if not succeeded:
+            op.spent.identical[key] -= 1
+    finally:
+        if runs is not None:
+            runs.end(key)  # the count is final: a duplicate waiting in settle() decides on it
     if outcome.kind == "ok":
         return
     if outcome.kind == "timeout":
         seal(runner, op, turn, rec, spec, error_result(TIMEOUT, outcome.message or "timeout"))
     else:
         seal(runner, op, turn, rec, spec, error_result(HANDLER_ERROR, outcome.message or "the tool failed"))
-
-
-def _ledger(
-    op: Operation,
-    rec: CallRecord,
-    spec: ToolSpec,
-    status: LedgerStatus,
-    result: dict[str, Any] | None,
-    attempts: int,
-    handler_alive: bool = False,
-    *,
-    claim: bool = False,
-    read: LedgerEntry | None = None,
-) -> LedgerEntry:
-    """Queue a ledger write. ``claim``: this write takes the intent over, decided on the entry ``read``
-    (None: the ledger held nothing); the store refuses it if the key moved on since (D13). Without it:
-    a write by the operation that already holds the intent."""
-    assert rec.idempotency_key is not None
-    claim = claim and not ledger_disabled()
-    entry = LedgerEntry(
-        rec.idempotency_key,
-        op.tenant,
-        spec.name,
-        op.operation_id,
-        status,
-        result,
-        attempts,
-        op.fence,
-        handler_alive=handler_alive,
-        claim=claim,
-        claim_over=None if read is None else (read.operation_id, read.status.value),
-    )
-    op.pending_ledger.append(entry)
-    return entry
 
 
 async def _reconcile(
@@ -385,9 +375,12 @@ async def _reconcile(
     spec: ToolSpec,
     attempts: int,
     failure_code: str = TIMEOUT,
+    *,
+    ours: bool = True,
 ) -> bool:
     """D16: find out whether an unknown write happened. True if the call is settled (done), False if
-    nobody can tell (the record is UNKNOWN, the operation must stop)."""
+    nobody can tell (the record is UNKNOWN, the operation must stop). ``ours``: the attempt was this
+    operation's (not another operation's entry taken over), so an applied one is a run of it."""
     if spec.reconcile is None or rec.idempotency_key is None:
         rec.status = UNKNOWN
         return False
@@ -418,25 +411,13 @@ async def _reconcile(
     model_result, output = _result_for(spec, op, checked.value)
     _ledger(op, rec, spec, LedgerStatus.SUCCEEDED, model_result, attempts)
     rec.effect, rec.producer = "reconciled", "reconcile"
+    if ours:
+        # D13 (2) counts successful runs: this operation's handler ran and the effect is applied, as
+        # when it returns (_run_write). Uncounted, a handler error or a crash after the effect let the
+        # same tool and arguments (under a new intent key) run again past max_identical_calls.
+        _count_run(op, rec, spec)
     seal(runner, op, turn, rec, spec, model_result, output)
     return True
-
-
-def _held_elsewhere(runner: Runner, op: Operation, entry: LedgerEntry | None) -> bool:
-    """True when ``entry`` is STARTED by another operation that has not ended: its driver may be
-    inside the handler right now. An operation whose head cannot be read is taken as running (the
-    safe side: a refusal, never a second effect)."""
-    if entry is None or entry.operation_id == op.operation_id:
-        return False
-    if entry.status is LedgerStatus.UNKNOWN and entry.handler_alive:
-        return True  # its thread may still apply the effect, ended operation or not (D16)
-    if entry.status is not LedgerStatus.STARTED:
-        return False
-    stored = runner.store.load_operation(entry.operation_id)
-    if stored is None:
-        return False  # no such operation (its rows were purged): nobody can be running it
-    state = stored.head.get("state")
-    return not (isinstance(state, str) and state in TERMINAL)  # a StrEnum set: names match
 
 
 async def _run_write(
@@ -455,82 +436,18 @@ async def _run_write(
         # write's SUCCEEDED went with it, and the reload read it as STARTED, a crash to reconcile
         # (OUTCOME_UNKNOWN, or a lagging lookup that said "not applied" and paid again; D16, D18).
         await flush()
-    # Fix: an earlier write of this turn with the same intent keeps its outcome in op.pending_ledger
-    # until the next commit; reading only the store saw that write's STARTED row and treated a finished
-    # write like a crash (RECONCILE, then OUTCOME_UNKNOWN) instead of replaying it. Newest entry wins.
-    entry = None if ledger_disabled() else ledger_entry(runner, op, rec.idempotency_key)
-    if entry is not None and entry.tool != spec.name:
-        # Two tools named the same intent (their intent_key hooks collide): the entry is another tool's
-        # effect, whose result must not be replayed as this one's, and running this one could not be
-        # told apart from it in the ledger. Neither: the model is told, and nothing runs.
-        why = f"{spec.name} could not run: its intent key is already used by another tool. It was not run."
-        refuse(runner, op, turn, rec, spec, HANDLER_ERROR, why)
-        return
-    action = decide(entry, held_elsewhere=_held_elsewhere(runner, op, entry))
-    attempts = entry.attempts if entry else 0
-    if action is LedgerAction.IN_PROGRESS:
-        # Another operation is carrying out this intent and may be inside its handler now: neither
-        # run it nor reconcile it (D16, D21). Nothing of ours happened; the model may ask again
-        # later, when the ledger holds that operation's outcome to replay.
-        rec.producer = "ledger"
-        assert entry is not None
-        why = (
-            # handler_alive: the attempt that holds the key was given up on, its handler may still land
-            # the effect, and a human settles it; "being carried out elsewhere" read as if it were live.
-            f"an earlier {spec.name} request with the same intent has an unknown outcome that is being "
-            "checked; it was not run again. Do not repeat it now."
-            if entry.status is LedgerStatus.UNKNOWN
-            else f"the same {spec.name} request is already being carried out elsewhere and its outcome "
-            "is not known yet; it was not run again. Do not repeat it now."
-        )
-        refuse(runner, op, turn, rec, spec, IN_PROGRESS, why)
-        return
-    if action is LedgerAction.REPLAY:
-        assert entry is not None
-        rec.effect, rec.producer = "replayed", "ledger"
-        # A result purged from the ledger (D20 allows it) still stands for an effect that happened:
-        # replayed as "applied", never run again (an assert here crashed the run).
-        recorded = entry.result if entry.result is not None else ok_result(dict(PURGED_APPLIED))
-        seal(runner, op, turn, rec, spec, _replayed(op, spec, recorded))
-        return
-    if action is LedgerAction.RECONCILE:
-        # STARTED left by a crash, or UNKNOWN from an earlier timeout: never re-run blindly. Taking it
-        # over is a claim: of two operations reconciling one entry at the same moment, one goes on.
-        _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts, claim=True, read=entry)
-        await _reconcile(runner, op, turn, rec, spec, attempts)
-        if rec.status != UNKNOWN and rec.effect == "not_applied":
-            # definitely not applied: it may run now, as a fresh attempt
-            rec.status, rec.envelope = PLANNED, None
-            rec.handler = rec.schema_version = rec.policy_revision = None  # re-bound when it runs
-        else:
-            return
-    if _approval_lapsed(runner, op, turn, rec, spec) or _repeat_refused(runner, op, turn, rec, spec):
-        return
-    args = _args_or_refuse(runner, op, turn, rec, spec)  # before STARTED: a refusal leaves no claim
-    if args is None:
-        return
-    attempts += 1
-    # A claim of the intent, decided on the entry read (none, FAILED, or the one just reconciled): the
-    # store refuses it if another operation's entry replaced that one since the read (two operations
-    # proposing one refund at the same moment, or retrying one that definitely failed). Not under the
-    # crash matrix's negative control, which must be able to run an effect twice.
-    _ledger(op, rec, spec, LedgerStatus.STARTED, None, attempts, claim=True, read=entry)
-    rec.status = RUNNING
-    # Every commit links the audit chain, this one too: a write is about to start, and a commit built
-    # from an older head (a cancel from another process) no longer follows the chain, so the store
-    # refuses it instead of ending the operation under a running write.
-    op.audit(
-        runner.clock.now(),
-        "write_started",
-        {
-            "call_id": rec.call_id,
-            "tool": spec.name,
-            "idempotency_key": rec.idempotency_key,
-            "attempt": attempts,
-        },
-        runner.audit_key,
-    )
-    await flush()  # STARTED is durable before the effect; for a turn of writes only, this is C1 (D18)
+    refused = 0
+    while True:
+        claim = Claim(op, rec)
+        started = await _start_write(runner, op, turn, rec, spec)
+        if started is None:
+            return  # settled without its handler: refused, in progress elsewhere, replayed, reconciled
+        # STARTED is durable before the effect; for a turn of writes only, this is C1 (D18). A refused
+        # claim is taken back and the write decided again (claims.py), the answered turn kept.
+        if await claim.commit(op, flush, refused):
+            break
+        refused += 1
+    args, attempts = started
     crash_point("after_ledger_started", spec.name)
     # Fix: CallContext.attempt was always 1; a write run again after NotApplied (ledger FAILED) now
     # sees the ledger's attempt number.
@@ -567,3 +484,89 @@ async def _run_write(
     await _reconcile(
         runner, op, turn, rec, spec, attempts, TIMEOUT if outcome.kind == "timeout" else HANDLER_ERROR
     )
+
+
+async def _start_write(
+    runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec
+) -> tuple[Any, int] | None:
+    """Decide a write on its ledger entry (D13 (1), D16) and the repeat guard (D13 (2)). (arguments,
+    attempt) once its STARTED claim is queued, to be committed before the handler runs; None when the
+    call was settled without running its handler (sealed, or UNKNOWN)."""
+    assert rec.idempotency_key is not None
+    # Fix: an earlier write of this turn with the same intent keeps its outcome in op.pending_ledger
+    # until the next commit; reading only the store saw that write's STARTED row and treated a finished
+    # write like a crash (RECONCILE, then OUTCOME_UNKNOWN) instead of replaying it. Newest entry wins.
+    entry = None if ledger_disabled() else ledger_entry(runner, op, rec.idempotency_key)
+    if entry is not None and entry.tool != spec.name:
+        # Two tools named the same intent (their intent_key hooks collide): the entry is another tool's
+        # effect, whose result must not be replayed as this one's, and running this one could not be
+        # told apart from it in the ledger. Neither: the model is told, and nothing runs.
+        why = f"{spec.name} could not run: its intent key is already used by another tool. It was not run."
+        refuse(runner, op, turn, rec, spec, HANDLER_ERROR, why)
+        return None
+    action = decide(entry, held_elsewhere=_held_elsewhere(runner, op, entry))
+    attempts = entry.attempts if entry else 0
+    if action is LedgerAction.IN_PROGRESS:
+        # Another operation is carrying out this intent and may be inside its handler now: neither
+        # run it nor reconcile it (D16, D21). Nothing of ours happened; the model may ask again
+        # later, when the ledger holds that operation's outcome to replay.
+        rec.producer = "ledger"
+        assert entry is not None
+        why = (
+            # handler_alive: the attempt that holds the key was given up on, its handler may still land
+            # the effect, and a human settles it; "being carried out elsewhere" read as if it were live.
+            f"an earlier {spec.name} request with the same intent has an unknown outcome that is being "
+            "checked; it was not run again. Do not repeat it now."
+            if entry.status is LedgerStatus.UNKNOWN
+            else f"the same {spec.name} request is already being carried out elsewhere and its outcome "
+            "is not known yet; it was not run again. Do not repeat it now."
+        )
+        refuse(runner, op, turn, rec, spec, IN_PROGRESS, why)
+        return None
+    if action is LedgerAction.REPLAY:
+        assert entry is not None
+        rec.effect, rec.producer = "replayed", "ledger"
+        # A result purged from the ledger (D20 allows it) still stands for an effect that happened:
+        # replayed as "applied", never run again (an assert here crashed the run).
+        recorded = entry.result if entry.result is not None else ok_result(dict(PURGED_APPLIED))
+        seal(runner, op, turn, rec, spec, _replayed(op, spec, recorded))
+        return None
+    if action is LedgerAction.RECONCILE:
+        # STARTED left by a crash, or UNKNOWN from an earlier timeout: never re-run blindly. Taking it
+        # over is a claim: of two operations reconciling one entry at the same moment, one goes on.
+        _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts, claim=True, read=entry)
+        assert entry is not None
+        await _reconcile(runner, op, turn, rec, spec, attempts, ours=entry.operation_id == op.operation_id)
+        if rec.status != UNKNOWN and rec.effect == "not_applied":
+            # definitely not applied: it may run now, as a fresh attempt
+            rec.status, rec.envelope = PLANNED, None
+            rec.handler = rec.schema_version = rec.policy_revision = None  # re-bound when it runs
+        else:
+            return None
+    if _approval_lapsed(runner, op, turn, rec, spec) or _repeat_refused(runner, op, turn, rec, spec):
+        return None
+    args = _args_or_refuse(runner, op, turn, rec, spec)  # before STARTED: a refusal leaves no claim
+    if args is None:
+        return None
+    attempts += 1
+    # A claim of the intent, decided on the entry read (none, FAILED, or the one just reconciled): the
+    # store refuses it if another operation's entry replaced that one since the read (two operations
+    # proposing one refund at the same moment, or retrying one that definitely failed). Not under the
+    # crash matrix's negative control, which must be able to run an effect twice.
+    _ledger(op, rec, spec, LedgerStatus.STARTED, None, attempts, claim=True, read=entry)
+    rec.status = RUNNING
+    # Every commit links the audit chain, this one too: a write is about to start, and a commit built
+    # from an older head (a cancel from another process) no longer follows the chain, so the store
+    # refuses it instead of ending the operation under a running write.
+    op.audit(
+        runner.clock.now(),
+        "write_started",
+        {
+            "call_id": rec.call_id,
+            "tool": spec.name,
+            "idempotency_key": rec.idempotency_key,
+            "attempt": attempts,
+        },
+        runner.audit_key,
+    )
+    return args, attempts

@@ -75,6 +75,11 @@ class CallRecord:
     def from_dict(d: dict[str, Any]) -> CallRecord:
         return CallRecord(**d)
 
+    def restore(self, saved: CallRecord) -> None:
+        """Take back every field of ``saved`` (a ``copy.copy`` of this record): see ``Operation.rewind``."""
+        for name in CallRecord.__slots__:
+            setattr(self, name, getattr(saved, name))
+
 
 @dataclass(slots=True)
 class CurrentTurn:
@@ -279,6 +284,40 @@ class Operation:
             cached = (self.budgets, self.budgets.to_dict())
             self._budgets_cache = cached
         return cached[1]
+
+    def mark(self) -> tuple[Any, ...]:
+        """What queueing and ``take_commit`` consume, for ``rewind`` when the store refuses the commit
+        whole (``IntentTaken``): the answered turn and its usage stay in memory, to go out with the next
+        commit, instead of a reload back to MODEL_REQUESTED that re-asks the model (D12, D27; review 14)."""
+        return (
+            list(self.pending_journal),
+            list(self.pending_ledger),
+            list(self.pending_approvals),
+            list(self.pending_audit),
+            list(self.pending_audit_items),
+            list(self.unaudited_seals),
+            self.pending_plan,
+            self.audit_tail,
+            self.audited_items,
+            self.created,
+            self.commits,
+        )
+
+    def rewind(self, mark: tuple[Any, ...]) -> None:
+        """Back to ``mark``: nothing queued or chained since (a refused commit's audit link included)."""
+        (
+            self.pending_journal,
+            self.pending_ledger,
+            self.pending_approvals,
+            self.pending_audit,
+            self.pending_audit_items,
+            self.unaudited_seals,
+            self.pending_plan,
+            self.audit_tail,
+            self.audited_items,
+            self.created,
+            self.commits,
+        ) = mark
 
     def take_commit(self) -> Commit:
         if self.unaudited_seals:

@@ -56,6 +56,7 @@ from .checks import (
 from .clock import Clock, SystemClock
 from .crash import crash_point
 from .decisions import check_approver, record, withdraw_pending
+from .escalation import escalate, turn_calls
 from .executing import execute_step, writes_only
 from .integrity import created_entry, load_to_drive, refuse_if_finished
 from .lease import driving, until_paused_or_ended
@@ -343,21 +344,9 @@ class Runner:
         ended_by: str | None = None,
         **extra: Any,
     ) -> None:
-        """``ended_by``: the turn whose text ``op`` keeps (an answer over a budget): on the transition (D20)."""
-        op.reason = reason
-        op.escalation = {
-            "reason": reason,
-            "detail": detail,
-            "at": self.clock.now().isoformat(),
-            "operation_id": op.operation_id,
-            "state_before": op.state.value,
-            "tenant": op.tenant,
-            "subject": op.subject,
-            **extra,
-        }
-        by = {} if ended_by is None else {"response_id": ended_by}
-        self._move(op, target, reason.lower(), reason=reason, **by)
-        op.audit(self.clock.now(), "escalation", op.escalation, self.audit_key)
+        """``ended_by``: the turn whose text ``op`` keeps (an answer over a budget): on the transition (D20).
+        The escalation record names the turn last handled unless ``extra`` names one (escalation.py)."""
+        escalate(self, op, reason, detail, target, ended_by, extra)
 
     async def _drive(self, op: Operation) -> Outcome:
         self._segments[op.operation_id] = self.clock.monotonic()
@@ -370,9 +359,12 @@ class Runner:
                         break
                 except IntentTaken:
                     # Another operation claimed one of this turn's write intents between our ledger
-                    # read and our STARTED commit. The store refused that commit whole, so no handler
-                    # ran; carry on from what the store holds: the write is decided again and sees the
-                    # other operation's entry (IN_PROGRESS, or its result to replay).
+                    # read and our commit. A write's own STARTED claim is taken back and decided again
+                    # where it is made, keeping the answered turn (claims.Claim); this is the rest (a
+                    # reconcile's claim going out with a later commit, or a claim refused again and
+                    # again): the store refused the commit whole, so no handler ran; carry on from what
+                    # the store holds, where the write is decided again and sees the other operation's
+                    # entry (IN_PROGRESS, or its result to replay).
                     taken += 1
                     if taken > 3:
                         raise
@@ -526,8 +518,8 @@ class Runner:
             self._move(
                 op, State.VALIDATING, "tool_proposals", call_ids=[c.call_id for c in turn.calls], **ids
             )
-            if isinstance(after, Stop):  # none of its calls runs
-                self._stop(op, after.reason, after.detail, response_id=turn.response_id)
+            if isinstance(after, Stop):  # none of its calls runs: the escalation names them
+                self._stop(op, after.reason, after.detail, response_id=turn.response_id, **turn_calls(turn))
             else:
                 plan(self, op, turn)
         elif isinstance(after, Stop):  # CONTINUE whose turn trips a guard
