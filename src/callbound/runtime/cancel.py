@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..core.approvals import PendingApproval
 from ..core.errors import ApprovalChanged, StoreError, UsageError
 from ..core.states import TERMINAL
 from .decisions import withdraw_pending
+from .escalation import decided_extra, kept_text
 from .lease import owner_is_gone
 from .outcome import Outcome
 
@@ -38,7 +38,7 @@ def cancel(runner: Runner, operation_id: str, reason: str) -> Outcome:
         # commit (which the store refuses if one of them is decided meanwhile), and the ones already
         # decided are reported in the escalation. The stop's own withdrawal then finds nothing left.
         decided = withdraw_pending(runner, op, "the operation ended STOPPED(CANCELLED)")
-        runner._stop(op, "CANCELLED", reason + _kept(decided), **_decided_extra(decided))
+        runner._stop(op, "CANCELLED", reason + kept_text(decided), **decided_extra(decided))
         # Take the fencing token forward: a worker still driving this operation fails its next write
         # with StaleLease instead of overwriting the cancellation (D21).
         commit = op.take_commit()
@@ -66,27 +66,6 @@ def cancel(runner: Runner, operation_id: str, reason: str) -> Outcome:
             continue
         return runner._outcome(op)
     raise AssertionError("unreachable")  # the loop returns or raises
-
-
-def _kept(decided: list[PendingApproval]) -> str:
-    if not decided:
-        return ""
-    said = "; ".join(
-        f"approval {a.approval_id} was {a.status} by {a.approver} at "
-        f"{a.decided_at.isoformat() if a.decided_at else '?'}"
-        for a in decided
-    )
-    return f" ({said}: the decision is kept, but the operation ends here and the call does not run)"
-
-
-def _decided_extra(decided: list[PendingApproval]) -> dict[str, Any]:
-    if not decided:
-        return {}
-    return {
-        "decided_approvals": [
-            {"approval_id": a.approval_id, "status": a.status, "approver": a.approver} for a in decided
-        ]
-    }
 
 
 def _running_write(runner: Runner, operation_id: str, call_id: str, tool: str) -> str:

@@ -12,7 +12,7 @@ from ..core.errors import UnknownApproval, UsageError
 from ..core.snapshot import migrate_head
 from ..core.states import TERMINAL
 from .integrity import approval_problems, read_chain
-from .operation import WAITING, CallRecord, Operation
+from .operation import PLANNED, WAITING, CallRecord, Operation
 from .outcome import ApproverNotAllowed, Policy
 
 if TYPE_CHECKING:
@@ -217,7 +217,11 @@ def withdraw_pending(runner: Runner, op: Operation, why: str) -> list[PendingApp
             continue
         if approval.status == "pending":
             op.pending_approvals.append(withdraw(approval, now, why))
-        elif rec.status == WAITING and approval.status in ("approved", "denied"):
+        elif (rec.status == WAITING and approval.status in ("approved", "denied")) or (
+            # approved and resolved to run (a resume, or the expiry of another approval of its turn
+            # under on_approval_expired="stop"), but the operation ends before it runs (review 14)
+            rec.status == PLANNED and approval.status == "approved"
+        ):
             decided.append(approval)
     return decided
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..core.approvals import PendingApproval
 from ..core.errors import StoreError
-from ..core.states import State
+from ..core.states import TERMINAL, State
 from ..core.types import ModelTurn
+from .decisions import withdraw_pending
 from .operation import Operation
 
 if TYPE_CHECKING:
@@ -36,6 +38,15 @@ def escalate(
     extra: dict[str, Any],
 ) -> None:
     """End ``op`` in ``target`` with ``reason`` and its escalation record (runner._stop)."""
+    if target in TERMINAL and "decided_approvals" not in extra:
+        # Decisions recorded for calls that will not run now (a DEADLINE or APPROVAL_EXPIRED stop while
+        # one call of the turn was approved and another still waited): kept as recorded, and said, as a
+        # cancel says them (cancel.py passes its own); left out, an approval recorded as given was
+        # silently never acted on (issue 4 §5: no lost approval; review round 14).
+        why = f"the operation ended {target.value}({reason})"
+        decided = withdraw_pending(runner, op, why)
+        detail += kept_text(decided)
+        extra = {**extra, **decided_extra(decided)}
     op.reason = reason
     op.escalation = {
         "reason": reason,
@@ -51,6 +62,28 @@ def escalate(
     by = {} if ended_by is None else {"response_id": ended_by}
     runner._move(op, target, reason.lower(), reason=reason, **by)
     op.audit(runner.clock.now(), "escalation", op.escalation, runner.audit_key)
+
+
+def kept_text(decided: list[PendingApproval]) -> str:
+    """The words an escalation's detail adds for decisions kept whose calls do not run."""
+    if not decided:
+        return ""
+    said = "; ".join(
+        f"approval {a.approval_id} was {a.status} by {a.approver} at "
+        f"{a.decided_at.isoformat() if a.decided_at else '?'}"
+        for a in decided
+    )
+    return f" ({said}: the decision is kept, but the operation ends here and the call does not run)"
+
+
+def decided_extra(decided: list[PendingApproval]) -> dict[str, Any]:
+    if not decided:
+        return {}
+    return {
+        "decided_approvals": [
+            {"approval_id": a.approval_id, "status": a.status, "approver": a.approver} for a in decided
+        ]
+    }
 
 
 def _last_turn(runner: Runner, op: Operation, with_calls: bool) -> dict[str, Any]:
