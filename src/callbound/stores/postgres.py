@@ -7,7 +7,8 @@ the appended journal and audit rows and the ledger upserts, pipelined. Statement
 psycopg after a few uses. Workers claim operations with ``FOR UPDATE SKIP LOCKED`` and lease times come
 from the database's clock (D21).
 
-psycopg errors are translated into ``StoreError`` here and nowhere else (D30).
+psycopg errors are translated into ``StoreError`` here and in pg_connection.py (connecting), nowhere
+else (D30).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any, NoReturn
 
 try:
     import psycopg
-    from psycopg import conninfo as _conninfo
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("PostgreSQL needs the postgres extra: pip install 'callbound[postgres]'") from exc
 
@@ -39,6 +39,8 @@ from ..core.idempotency import LedgerEntry, claim_refused
 from . import rows as docs
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, NowFn, StoredOperation
 from .drift import Drift, column_drift
+from .pg_connection import PgConnection
+from .pg_connection import describe as _describe
 from .schema import (
     DB_SCHEMA_VERSION,
     META_KEY,
@@ -158,17 +160,6 @@ def _approval_row(a: PendingApproval, data: str | None = None) -> tuple[Any, ...
     )
 
 
-def _describe(url: str) -> str:
-    """host:port/dbname without credentials, for messages."""
-    try:
-        info = _conninfo.conninfo_to_dict(url)
-    except psycopg.Error:
-        return "the configured server"
-    host = info.get("host") or "localhost"
-    port = info.get("port") or "5432"
-    return f"{host}:{port}/{info.get('dbname') or info.get('user') or ''}"
-
-
 def no_schema(where: str) -> str:
     """Why a database without callbound's tables is not opened to read (``create=False``): an empty
     database read as a store lists nothing and verifies clean, so a mistyped database name would pass
@@ -194,7 +185,7 @@ def missing_schema(url: str, *, connect_timeout_s: int = 10) -> str | None:
     return no_schema(_describe(url)) if found == 0 else None
 
 
-class PostgresStore:
+class PostgresStore(PgConnection):
     """A durable store in PostgreSQL. Tables live in the first schema of the connection's
     ``search_path``; point it elsewhere with ``?options=-csearch_path%3Dmyschema`` in the URL."""
 
@@ -225,23 +216,6 @@ class PostgresStore:
             raise
 
     # ---- connecting and migrating -------------------------------------------------------------
-
-    def _connect(self) -> psycopg.Connection[Any]:
-        try:
-            return psycopg.connect(self._url, **self._connect_kwargs)
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot connect to PostgreSQL at {self._where}: {exc}; check the URL, that the server "
-                "is running and accepts connections, and the credentials"
-            ) from exc
-
-    def _connection(self) -> psycopg.Connection[Any]:
-        """The connection, reopened once if the server dropped it (a restart, an idle timeout)."""
-        if self._closed:
-            raise StoreError("this PostgresStore is closed; open a new one")
-        if self._conn.closed:
-            self._conn = self._connect()
-        return self._conn
 
     def _open(self, create: bool) -> None:
         check_migrations(POSTGRES_MIGRATIONS)
@@ -331,8 +305,9 @@ class PostgresStore:
         fence = head.get("fence")
         columns = (head.get("tenant"), head.get("state"), head.get("created_at"), head.get("updated_at"))
         with self._lock, self._errors(f"committing operation {op}"):
-            conn = self._connection()
-            with conn.transaction():
+            # run again on a new connection if the server dropped the old one before COMMIT was sent
+            # (pg_connection.py): a result the caller holds is not lost to a restart or idle timeout
+            def write(conn: psycopg.Connection[Any]) -> None:
                 if commit.create:
                     if first_seq not in (None, 0) or not consecutive:
                         self._refuse(conn, commit)
@@ -394,6 +369,8 @@ class PostgresStore:
                             wake_ops = {a[1] for a in approvals} - ({op} if commit.create else set())
                             if wake_ops:
                                 cur.executemany(_REFRESH_WAKE, [{"op": o} for o in sorted(wake_ops)])
+
+            self._transaction(write)
 
     def _refuse(self, conn: psycopg.Connection[Any], commit: Commit) -> NoReturn:
         """Say why a commit cannot be written (in the same order as MemoryStore) and raise; the
@@ -476,12 +453,15 @@ class PostgresStore:
             raise UsageError("a settled ledger entry must keep the tenant and key of the one it replaces")
         data = dumps(settled.to_dict(), f"ledger entry {settled.key}")
         with self._lock, self._errors(f"settling ledger entry {expected.key}"):
-            conn = self._connection()
-            with conn.transaction():  # FOR UPDATE: a claim of the key waits for this, or this for it
+
+            def settle(conn: psycopg.Connection[Any]) -> None:
+                # FOR UPDATE: a claim of the key waits for this, or this for it
                 row = conn.execute(_LEDGER_ENTRY + " FOR UPDATE", where).fetchone()
                 if row is None or docs.ledger_entry(row[0], *where, text=False) != expected:
                     raise LedgerChanged(*where)  # rolls back
                 conn.execute(_SETTLE_LEDGER, (settled.operation_id, settled.status.value, data, *where))
+
+            self._transaction(settle)
 
     def get_approval(self, approval_id: str) -> PendingApproval | None:
         with self._lock, self._errors("reading an approval"):
@@ -509,12 +489,14 @@ class PostgresStore:
     def decide_approval(self, decided: PendingApproval) -> bool:
         a = _approval_row(decided)
         with self._lock, self._errors(f"deciding approval {decided.approval_id}"):
-            conn = self._connection()
-            with conn.transaction():
+
+            def decide(conn: psycopg.Connection[Any]) -> bool:
                 if conn.execute(_DECIDE, (*a[1:], a[0])).rowcount != 1:
                     return False
                 conn.execute(_REFRESH_WAKE, {"op": decided.operation_id})
                 return True
+
+            return self._transaction(decide)
 
     def audited_operations(self) -> list[str]:
         with self._lock, self._errors("listing the audited operations"):
