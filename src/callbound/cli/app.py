@@ -435,12 +435,14 @@ def worker_cmd(
 
     from ..runtime.app import load_app
     from ..runtime.sync import run_blocking
-    from ..runtime.worker import Worker
+    from ..runtime.worker import Worker, check_options
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     audit_key()  # each runner reads it too
     try:
-        loaded = load_app(app_ref)  # first: a bad --app must not leave a new store behind
+        # first: a bad option or --app must not leave a new store behind (the checks Worker and run make)
+        check_options(lease, poll, max_operations, idle_exit)
+        loaded = load_app(app_ref)
     except UsageError as exc:
         raise _fail(str(exc)) from exc
     st = _open(store)

@@ -52,6 +52,30 @@ AppKey = tuple[str, str]
 MAX_LEASE_S = 86_400.0
 
 
+def check_options(
+    lease_s: float, poll_s: float, max_operations: int | None = None, idle_exit_s: float | None = None
+) -> None:
+    """``UsageError`` for an option ``Worker`` or ``Worker.run`` refuses. ``callbound worker`` calls it
+    before it opens the store: a bad option must not leave a new store behind (review round 14, h9)."""
+    for name, value in (("lease_s", lease_s), ("poll_s", poll_s)):
+        # nan slipped through "<= 0": SQLite stored its expiry as NULL, a free lease, and a second
+        # worker drove the operation while the first was in its write (paid twice); inf never expires
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+            raise UsageError(f"{name} must be a positive, finite number of seconds, not {value!r}")
+    if lease_s > MAX_LEASE_S:
+        raise UsageError(f"lease_s must be at most {MAX_LEASE_S:g} seconds (one day), not {lease_s!r}")
+    if idle_exit_s is not None and (
+        isinstance(idle_exit_s, bool)
+        or not isinstance(idle_exit_s, int | float)
+        or not 0 <= idle_exit_s < math.inf
+    ):
+        raise UsageError(f"idle_exit_s must be a number of seconds >= 0, not {idle_exit_s!r}")  # nan: never
+    if max_operations is not None and (
+        isinstance(max_operations, bool) or not isinstance(max_operations, int) or max_operations < 0
+    ):
+        raise UsageError(f"max_operations must be an int >= 0, not {max_operations!r}")
+
+
 def _app_key(ref: str, args: dict[str, Any]) -> AppKey:
     return ref, canonical_json(args)
 
@@ -77,13 +101,7 @@ class Worker:
         lease_s: float = 30.0,
         poll_s: float = 0.2,
     ) -> None:
-        for name, value in (("lease_s", lease_s), ("poll_s", poll_s)):
-            # nan slipped through "<= 0": SQLite stored its expiry as NULL, a free lease, and a second
-            # worker drove the operation while the first was in its write (paid twice); inf never expires
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-                raise UsageError(f"{name} must be a positive, finite number of seconds, not {value!r}")
-        if lease_s > MAX_LEASE_S:
-            raise UsageError(f"lease_s must be at most {MAX_LEASE_S:g} seconds (one day), not {lease_s!r}")
+        check_options(lease_s, poll_s)
         for method in ("claim", "renew", "release"):
             if not hasattr(store, method):
                 raise UsageError(f"{type(store).__name__} does not support worker leases")
@@ -115,18 +133,7 @@ class Worker:
         """Work until stopped, ``max_operations`` are handled, or nothing was claimable for
         ``idle_exit_s`` seconds. A claim whose drive only failed counts as idle time: a store
         holding nothing but failing operations is idle."""
-        if idle_exit_s is not None and (
-            isinstance(idle_exit_s, bool)
-            or not isinstance(idle_exit_s, int | float)
-            or not 0 <= idle_exit_s < math.inf
-        ):
-            raise UsageError(
-                f"idle_exit_s must be a number of seconds >= 0, not {idle_exit_s!r}"
-            )  # nan: never
-        if max_operations is not None and (
-            isinstance(max_operations, bool) or not isinstance(max_operations, int) or max_operations < 0
-        ):
-            raise UsageError(f"max_operations must be an int >= 0, not {max_operations!r}")
+        check_options(self.lease_s, self.poll_s, max_operations, idle_exit_s)
         idle_since = time.monotonic()
         failures = 0
         while not self._stopping:
