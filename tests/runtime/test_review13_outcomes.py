@@ -7,6 +7,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import pytest
+
 import callbound as cb
 
 from .helpers import Counter, OrderArgs, calls, error_code, fc, final, last_outputs, make, write_tool
@@ -282,3 +284,60 @@ def test_an_abandoned_async_handler_no_longer_holds_the_lease() -> None:
         assert tools.lingering("op_abandoned") == []
     finally:
         loop.close()
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_a_run_cancelled_in_the_grace_wait_after_a_timeout_holds_the_lease(
+    tmp_path: Any, kind: str
+) -> None:
+    """D16, review round 14 (h13): the write timed out and the run waits out the grace period for the
+    handler, which is still paying; the run is cancelled during that wait (a server's request timeout).
+    Nothing held the lease: a resume at once reconciled the STARTED write while it was in flight, heard
+    "not applied", and paid again. The handler now holds the lease, as when the run is cancelled before
+    the timeout."""
+    import asyncio
+    import time
+
+    from callbound.runtime.clock import SystemClock
+    from callbound.stores.sqlite import SQLiteStore
+
+    paid: list[str] = []
+
+    async def pay_async(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.6)  # the payment already sent is finished before giving up
+        paid.append(ctx.operation_id)
+        return {"noted": args.order_id}
+
+    def pay_sync(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        time.sleep(0.6)  # a blocking payment client: its thread cannot be stopped
+        paid.append(ctx.operation_id)
+        return {"noted": args.order_id}
+
+    def reconcile(key: str, ctx: cb.CallContext) -> dict[str, Any]:
+        if paid:
+            return {"noted": "A1"}
+        raise cb.NotApplied("no such payment downstream (yet)")
+
+    def tool() -> Any:
+        handler = pay_async if kind == "async" else pay_sync
+        return write_tool(handler=handler, reconcile=reconcile, timeout_ms=100)
+
+    path = tmp_path / "cb.db"
+    h = make(script(), [tool()], store=SQLiteStore(path), clock=SystemClock(), grace_s=1.0)  # type: ignore[arg-type]
+    task = asyncio.create_task(h.runner.run("note A1", tenant="acme", subject="u1", operation_id="op_1"))
+    await asyncio.sleep(0.3)  # past the 0.1 s timeout, inside the 1 s grace wait
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    other = make(script(), [tool()], store=SQLiteStore(path), clock=SystemClock(), grace_s=1.0)  # type: ignore[arg-type]
+    with pytest.raises(cb.OperationBusy):
+        await other.runner.resume("op_1")
+    deadline = time.monotonic() + 10
+    while other.store.lease_holder("op_1") is not None and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    out = await other.runner.resume("op_1")
+    assert out.state == cb.State.COMPLETED
+    assert paid == ["op_1"]  # reconciled as applied, never paid again

@@ -157,8 +157,13 @@ class ToolExecutor:
             task.cancel()
             # Ended within the grace: nothing of it still runs; what it returned counts for nothing.
             # Still running after it: nothing may reconcile yet (D16). It stays referenced in
-            # _handler_tasks, and keeps its turn slot, until it ends.
-            finished, _ = await asyncio.wait({task}, timeout=self.grace_s)
+            # _handler_tasks, and keeps its turn slot, until it ends. The run cancelled during this
+            # wait: the task may still be paying, so it holds the lease as above (review 14, h13).
+            try:
+                finished, _ = await asyncio.wait({task}, timeout=self.grace_s)
+            except asyncio.CancelledError:
+                _linger_task(ctx.operation_id, task)
+                raise
             return HandlerOutcome(
                 "timeout",
                 message=f"the tool did not answer within {timeout_s:.3g}s",
@@ -229,7 +234,12 @@ class ToolExecutor:
             # The thread keeps running (it cannot be stopped); give it a grace period to finish
             # before anyone reconciles (D16). What it returns now counts for nothing.
             assert call.late is not None
-            ended, _ = await asyncio.wait({call.late}, timeout=self.grace_s)
+            try:
+                ended, _ = await asyncio.wait({call.late}, timeout=self.grace_s)
+            except asyncio.CancelledError:
+                if not done.is_set():  # the run cancelled in the grace wait: as a cancel above (D16)
+                    _linger(ctx.operation_id, done)
+                raise
             return HandlerOutcome(
                 "timeout", message=f"the tool did not answer within {timeout_s:.3g}s", still_running=not ended
             )
