@@ -334,6 +334,18 @@ def test_an_unknown_item_with_an_unanswered_call_id_is_no_final_answer() -> None
         [{"type": "hologram_call", "id": "hg_1", "status": "completed"}],  # hosted: no call_id
         [FUTURE, {"type": "hologram_call_output", "call_id": "call_h1", "output": "done"}],  # answered
         [{"type": "program", "id": "pr_1", "call_id": "call_p1", "code": "x"}],  # known, hosted
+        # xAI's hosted search, run and answered in the same response: call_id "" (vercel/ai
+        # packages/xai/src/responses/__fixtures__/xai-x-search-tool.1.json)
+        [
+            {
+                "type": "x_search_call",
+                "id": "fc_x_0",
+                "call_id": "",
+                "name": "x_semantic_search",
+                "arguments": '{"query":"AI"}',
+                "status": "completed",
+            }
+        ],
     ],
 )
 def test_an_unknown_or_hosted_item_that_waits_for_nothing_is_still_a_final_answer(

@@ -163,7 +163,10 @@ def _pending_client_action(items: list[dict[str, Any]]) -> str | None:
                 or (  # an item type newer than callbound that waits for its answer like a call
                     kind not in KNOWN_ITEMS
                     and not (isinstance(kind, str) and kind.endswith("_output"))
+                    # a call_id to answer: xAI's hosted x_search_call carries "" and is answered in
+                    # the same response (vercel/ai xai-x-search-tool.1.json)
                     and isinstance(item.get("call_id"), str)
+                    and item["call_id"] != ""
                 )
             )
             waiting = client and item.get("call_id") not in answered
