@@ -118,11 +118,24 @@ def test_blank_finish_reason_before_tool_calls_lets_the_calls_run(blank: str) ->
     assert (out.state.value, ran) == ("COMPLETED", [1])
 
 
-def test_a_stream_whose_only_finish_reasons_are_blank_is_no_success() -> None:
-    # No real finish_reason ever came: as a stream with none at all (cut, D1), never a completion.
-    turn, _ = fed(CHAT, sse(chunk({"role": "assistant", "content": "hi"}, ""), chunk({}, "")))
-    assert turn.finish is Finish.TRUNCATED
-    assert turn.reason == "stream_interrupted"
+@pytest.mark.parametrize("blank", ["", "null"])
+def test_a_stream_whose_only_finish_reasons_are_blank_reads_as_the_plain_body(blank: str) -> None:
+    # No real finish_reason came before [DONE] (qualcomm/GenieX issue 1243 sends "" on every chunk, the
+    # last included): never a completion (D1), and, as the same body plain, not a cut to be sent and
+    # paid for again (regression review, round 14).
+    turn, _ = fed(CHAT, sse(chunk({"role": "assistant", "content": "hi"}, blank), chunk({}, blank)))
+    assert (turn.finish, turn.raw_stop_reason, turn.reason) == (
+        Finish.API_FAILURE,
+        blank,
+        "unknown_stop_reason",
+    )
+    assert turn.failure is not None and not turn.failure.retryable
+
+
+def test_a_stream_cut_after_blank_finish_reasons_is_still_cut() -> None:
+    cut = sse(chunk({"role": "assistant", "content": "hi"}, "")).removesuffix(b"data: [DONE]\n\n")
+    turn, _ = fed(CHAT, cut)
+    assert (turn.finish, turn.reason) == (Finish.TRUNCATED, "stream_interrupted")
 
 
 def test_content_filter_after_a_blank_finish_reason_still_wins() -> None:
@@ -345,3 +358,11 @@ def test_results_answer_id_less_calls_in_order() -> None:
         ("", {"n": 0}),
         ("", {"n": 1}),
     ]
+
+
+def test_a_growing_snapshot_of_one_id_less_call_is_not_a_second_call() -> None:
+    # A server streaming one call as whole snapshots that grow ({"to":"bob"}, then {"to":"bob",
+    # "amount":10}): two calls would run the first with half its arguments. Joined, it fails closed
+    # (regression review, round 14).
+    turn, _ = fed(CHAT, two_chunks(named("pay", '{"to":"bob"}'), named("pay", '{"to":"bob","amount":10}')))
+    assert len(turn.calls) == 1 and turn.calls[0].arguments_error is not None  # refused, never run (D5)

@@ -65,7 +65,17 @@ def another_call(held: Slot, function: Any) -> bool:
         return False
     new = parse_arguments(args if isinstance(args, dict) or args.rstrip().endswith("}") else None)[0]
     old = parse_arguments(arguments_of(held))[0]
-    return new is not None and old is not None and (name, sorted_json(new)) != (held.name, sorted_json(old))
+    if new is None or old is None or (name, sorted_json(new)) == (held.name, sorted_json(old)):
+        return False
+    # A snapshot that only adds to the call held ({"to": "bob"}, then {"to": "bob", "amount": 10}) may be
+    # the same call sent again as it grew: never two calls then (one would run with half its
+    # arguments); it joins onto the first and fails closed (regression review, round 14).
+    grows = (
+        isinstance(new, dict)
+        and isinstance(old, dict)
+        and all(k in new and new[k] == v for k, v in old.items())
+    )
+    return not (name == held.name and grows)
 
 
 def wire_index(frag: dict[str, Any]) -> int | None:

@@ -183,6 +183,7 @@ class _Assembler:
         self._usage: dict[str, Any] | None = None
         self._choice_usage: dict[str, Any] | None = None
         self._finish_reason: str | None = None
+        self._blank: str | None = None  # a "" or "null" finish_reason seen (NO_FINISH), for finish()
         self._done = False
         self._error: dict[str, Any] | None = None
         self._total = 0
@@ -292,6 +293,8 @@ class _Assembler:
         latch = self._finish_reason is None or reason == "content_filter"
         if isinstance(reason, str) and reason not in NO_FINISH and latch:
             self._finish_reason = reason
+        elif reason in NO_FINISH:
+            self._blank = reason
 
     def _ready(self) -> list[Progress]:
         """CallReady for every call, at ``[DONE]``: only when finish() builds the turn from them (a
@@ -544,9 +547,12 @@ class _Assembler:
                 self._error, raw_sha256, None, {}, "error_event", self._response_id, self._model
             )
             return replace(turn, usage=usage)
-        if not self._done or self._finish_reason is None:
+        # A stream that reached [DONE] with only a blank finish_reason (GenieX sends "" on every chunk,
+        # the last included) is read as the same body plain: no success, and not a cut to pay again for.
+        reason = self._finish_reason if self._finish_reason is not None or not self._done else self._blank
+        if not self._done or reason is None:
             return replace(stream_cut_turn(API, prov, raw_sha256, self._response_id), usage=usage)
-        choice = {"index": 0, "message": self.message(), "finish_reason": self._finish_reason}
+        choice = {"index": 0, "message": self.message(), "finish_reason": reason}
         if self._choice_error is not None:
             choice["error"] = self._choice_error
         resp = {"id": self._response_id, "model": self._model, "choices": [choice], "usage": raw_usage}
