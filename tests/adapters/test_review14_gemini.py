@@ -198,3 +198,22 @@ def test_a_candidate_without_index_is_candidate_0() -> None:
     # Vertex chunks leave index out (ai__google-stream-tool-call-arguments.chunks.txt).
     turn, _ = streaming.fed(ADAPTER, sse(chunk([{"text": "A"}], "STOP", index=None)))
     assert (turn.finish, turn.text) == (Finish.FINAL_TEXT, "A")
+
+
+def test_a_part_of_only_a_thought_signature_after_the_stop_is_no_content() -> None:
+    # A closing part holding only metadata ({"thoughtSignature": ...}, no text key) after the STOP chunk:
+    # nothing more was said, so the stream ended, it was not cut (regression review, round 14).
+    def chunk(parts: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
+        candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+        if finish:
+            candidate["finishReason"] = finish
+        return {"candidates": [candidate], "modelVersion": "gemini-3-pro-preview", "responseId": "r"}
+
+    chunks = [
+        chunk([{"text": "Hello"}]),
+        chunk([{"text": ""}], "STOP"),
+        chunk([{"thoughtSignature": "EqsG"}]),
+    ]
+    raw = "".join("data: " + json.dumps(c) + "\r\n\r\n" for c in chunks).encode()
+    turn, _ = streaming.fed(ADAPTER, raw)
+    assert (turn.finish, turn.text) == (Finish.FINAL_TEXT, "Hello")

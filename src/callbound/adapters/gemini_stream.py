@@ -121,6 +121,11 @@ def _awaits_result(part: object) -> bool:
     return isinstance(part, dict) and "executableCode" in part
 
 
+# Part fields that carry no content of their own: a part of only these (and an empty text or an empty
+# functionCall) after the last finishReason does not make the stream one cut before its end.
+_NOT_CONTENT = frozenset({"thoughtSignature", "thought", "partMetadata", "videoMetadata"})
+
+
 class _Assembler:
     """Streaming assembly for streamGenerateContent chunks (WIRE.md 4.7)."""
 
@@ -267,7 +272,8 @@ class _Assembler:
         # functionCall that closes a partialArgs call. feed_events' fast path need not set this: it
         # only extends a call whose opening part came through here after the last finishReason (a
         # finishReason closes the open call).
-        if part.get("text") != "" and part.get("functionCall") != {}:
+        # A part holding only metadata (a lone thoughtSignature) is no content either (regression review).
+        if any(k not in _NOT_CONTENT and part[k] not in ("", {}) for k in part):
             self._after_finish = True
         if set(part) <= {"text", "thought"} and isinstance(part.get("text"), str):
             thought = part.get("thought", _MISSING)
