@@ -6,7 +6,7 @@ plain upsert and both ran the effect: an acceptance probe with four processes pa
 twice, on SQLite and on PostgreSQL, and every operation ended COMPLETED. The same held for two
 operations reconciling one UNKNOWN entry and both hearing "not applied".
 
-Now a fresh attempt's STARTED, and the UNKNOWN a reconcile starts with, are claims over the entry read;
+Now a fresh attempt's STARTED, and the takeover a reconcile starts with, are claims over the entry read;
 the store refuses the commit (IntentTaken, nothing written, no handler run) when the key holds another
 operation's entry by then, and the operation decides again from what the store holds. Each test makes
 one operation's ledger read stale on purpose (it sees the entry from before the other operation's

@@ -14,10 +14,14 @@ escalation record names the last turn.
    for D13 (3). Now it waits for that run and is decided on completed runs only.
 4. A stop checked before the next model request (MAX_TURNS here) or a token budget on a tool turn named
    no calls in its escalation record (issue 2 §5), unlike MAX_TOOL_CALLS and NO_PROGRESS.
+5. (Reviewer h13) A reconcile's takeover claim went out with the outcome, after its hook had run; refused,
+   it reloaded the operation to before the answered turn, as in 2. Now it is committed before the hook
+   (D16) and, refused, taken back alone and decided again.
 
 Bodies are synthetic, in the Responses shape of tests/runtime/helpers.py; the race is the stale ledger
 read of tests/runtime/test_ledger_claims.py. Repros: /tmp/s14/h11/r_reconcile_count.py,
-crash_reconcile_count.py, r_intent_taken.py, r_parallel_identical.py, r_escalation_last_calls.py.
+crash_reconcile_count.py, r_intent_taken.py, r_parallel_identical.py, r_escalation_last_calls.py;
+/tmp/s14/h13/r_reconcile_claim_reask.py.
 """
 
 from __future__ import annotations
@@ -345,3 +349,153 @@ async def test_a_token_stop_on_a_tool_turn_names_the_calls_that_did_not_run() ->
         ["c1", "c2"],
         ["get_order", "set_note"],
     )
+
+
+# ---- 5. a reconcile's takeover claim: committed before its hook, taken back alone if refused --------
+# Reviewer h13, /tmp/s14/h13/r_reconcile_claim_reask.py: the takeover of an entry another operation left
+# UNKNOWN went out with the outcome after the hook had run; refused, it reloaded the operation to before
+# its answered turn (D12, D27). Now it is committed first (D16) and decided again when refused.
+
+
+def _broken_unknown(store: Any, base: int = 100) -> Any:
+    """An operation whose refund hung up and whose lookup was down: it leaves the intent UNKNOWN."""
+
+    def broken(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        raise RuntimeError("the payment service hung up")
+
+    def cannot_tell(key: str, ctx: cb.CallContext) -> Any:
+        raise LookupError("the payment service is down")
+
+    tool = write_tool(handler=broken, reconcile=cannot_tell, intent_key=lambda a, c: f"refund-{a.order_id}")
+    return _refund_op(store, tool, base)
+
+
+def _looked_up(paid: Counter, looked: list[str]) -> cb.ToolSpec:
+    """The refund whose lookup finds it applied (and records which operation asked)."""
+
+    def applied(key: str, ctx: cb.CallContext) -> dict[str, Any]:
+        looked.append(ctx.operation_id)
+        return {"refunded": "A1"}
+
+    return write_tool(
+        handler=_refund(paid).handler, reconcile=applied, intent_key=lambda a, c: f"refund-{a.order_id}"
+    )
+
+
+async def test_a_refused_reconcile_claim_keeps_the_paid_turn_and_runs_no_hook(store: Any) -> None:
+    out = await _broken_unknown(store).run()
+    assert (out.state, out.reason) == (cb.State.STOPPED, "OUTCOME_UNKNOWN")
+    left = store.ledger_get("acme", "ik_refund-A1")
+    assert left is not None and left.status is LedgerStatus.UNKNOWN
+    paid, looked = Counter(), []
+    assert (await _refund_op(store, _looked_up(paid, looked), 200).run()).state == cb.State.COMPLETED
+    assert store.ledger_get("acme", "ik_refund-A1").status is LedgerStatus.SUCCEEDED
+    # the third operation's first ledger read is stale: it sees the UNKNOWN entry the second one has
+    # reconciled and settled since, and its takeover claim over it is refused
+    real, reads = store.ledger_get, {"n": 0}
+
+    def stale(tenant: str, key: str) -> Any:
+        reads["n"] += 1
+        return left if reads["n"] == 1 else real(tenant, key)
+
+    store.ledger_get = stale
+    looked.clear()
+    third = _refund_op(store, _looked_up(paid, looked), 300, max_model_turns=3, max_cost=Decimal(1))
+    out = await third.run()
+    assert out.state == cb.State.COMPLETED
+    assert last_outputs(third.model)["call_300"] == {"ok": True, "data": {"refunded": "A1"}}  # replayed
+    assert len(third.model.requests) == 3  # the answered turn was not asked again
+    assert out.spent["model_turns"] == 3
+    assert (out.usage.input_tokens, out.usage.output_tokens) == (3000, 300)
+    assert out.usage.cost == Decimal("0.006")
+    assert verify_operation(store, out.operation_id) == []
+    assert paid.calls == [] and looked == []  # D16: no hook for an entry another operation took over
+    entry = real("acme", "ik_refund-A1")
+    assert entry is not None and entry.status is LedgerStatus.SUCCEEDED
+    assert entry.operation_id == "op_" + format(200, "032x")  # still the second operation's
+
+
+async def test_the_takeover_is_durable_before_the_hook_and_held_against_other_operations(
+    store: Any,
+) -> None:
+    """D16: while one operation reconciles an entry it took over, the ledger names it (STARTED), so
+    another operation proposing the intent is told IN_PROGRESS and runs neither hook nor handler.
+    Before, the takeover was only queued: the second operation took the entry over too and ran its
+    own hook at the same moment."""
+    assert (await _broken_unknown(store).run()).reason == "OUTCOME_UNKNOWN"
+    paid, looked, seen, nested = Counter(), [], [], {}
+    second = _refund_op(store, _looked_up(paid, looked), 300)
+
+    def applied(key: str, ctx: cb.CallContext) -> dict[str, Any]:
+        entry = store.ledger_get("acme", key)
+        seen.append((entry.operation_id, entry.status))
+        nested["out"] = asyncio.run(second.run())  # the other operation, proposing the same refund now
+        return {"refunded": "A1"}
+
+    first = _refund_op(
+        store,
+        write_tool(
+            handler=_refund(paid).handler, reconcile=applied, intent_key=lambda a, c: f"refund-{a.order_id}"
+        ),
+        200,
+    )
+    out = await first.run()
+    assert out.state == cb.State.COMPLETED
+    assert seen == [(out.operation_id, LedgerStatus.STARTED)]
+    assert looked == [] and paid.calls == []
+    assert nested["out"].state == cb.State.COMPLETED
+    told = {o["call_id"]: o["result"] for o in outputs(second.model.requests[1])}
+    assert error_code(told["call_300"]) == "IN_PROGRESS"
+    entry = store.ledger_get("acme", "ik_refund-A1")
+    assert entry is not None and (entry.operation_id, entry.status) == (
+        out.operation_id,
+        LedgerStatus.SUCCEEDED,
+    )
+    assert verify_operation(store, out.operation_id) == []
+
+
+async def test_a_takeover_nobody_can_tell_leaves_the_intent_unknown_under_this_operation(
+    store: Any,
+) -> None:
+    """The takeover's STARTED becomes UNKNOWN when the hook cannot tell (D16), as the queued takeover
+    did before; the operation stops OUTCOME_UNKNOWN naming the key."""
+    assert (await _broken_unknown(store).run()).reason == "OUTCOME_UNKNOWN"
+    out = await _broken_unknown(store, 200).run()
+    assert (out.state, out.reason) == (cb.State.STOPPED, "OUTCOME_UNKNOWN")
+    entry = store.ledger_get("acme", "ik_refund-A1")
+    assert entry is not None and (entry.operation_id, entry.status) == (
+        out.operation_id,
+        LedgerStatus.UNKNOWN,
+    )
+    assert out.escalation is not None and "ik_refund-A1" in out.escalation["idempotency_keys"]
+    assert verify_operation(store, out.operation_id) == []
+
+
+async def test_a_process_dying_inside_the_takeovers_hook_is_reconciled_on_resume(store: Any) -> None:
+    """The takeover is durable before the hook: a process that dies inside it leaves the intent
+    STARTED under its operation (IN_PROGRESS for others until it is resumed, D16, D21), and the resume
+    reconciles it again, paying nothing."""
+    assert (await _broken_unknown(store).run()).reason == "OUTCOME_UNKNOWN"
+    paid = Counter()
+
+    async def dies(key: str, ctx: cb.CallContext) -> Any:
+        raise Died("SIGKILL inside reconcile")
+
+    h = _refund_op(
+        store,
+        write_tool(
+            handler=_refund(paid).handler, reconcile=dies, intent_key=lambda a, c: f"refund-{a.order_id}"
+        ),
+        200,
+    )
+    with pytest.raises(Died):
+        await h.run(operation_id="op_rk")
+    entry = store.ledger_get("acme", "ik_refund-A1")
+    assert entry is not None and (entry.operation_id, entry.status) == ("op_rk", LedgerStatus.STARTED)
+    looked: list[str] = []
+    h2 = rebuild(h, [_looked_up(paid, looked)])
+    out = await h2.runner.resume("op_rk")
+    assert out.state == cb.State.COMPLETED
+    assert looked == ["op_rk"] and paid.calls == []
+    assert last_outputs(h2.model)["call_200"] == {"ok": True, "data": {"refunded": "A1"}}
+    assert verify_operation(store, "op_rk") == []

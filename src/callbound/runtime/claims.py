@@ -1,5 +1,5 @@
 """The ledger side of one write call: queueing its entries and claims (D13), telling whether another
-operation holds its intent (D16, D21), and committing its STARTED claim (D18)."""
+operation holds its intent (D16, D21), and committing its claims (D16, D18)."""
 
 from __future__ import annotations
 
@@ -74,28 +74,34 @@ def held_elsewhere(runner: Runner, op: Operation, entry: LedgerEntry | None) -> 
 
 
 class Claim:
-    """What one attempt to start a write queued, to take back if the store refuses its claim."""
+    """One write's claims (its fresh attempt's STARTED, or the takeover a reconcile starts with), each
+    committed before what it guards runs, and taken back alone if the store refuses it."""
 
-    __slots__ = ("_mark", "_rec", "_saved")
+    __slots__ = ("_flush", "_mark", "_rec", "_saved", "refused")
 
-    def __init__(self, op: Operation, rec: CallRecord) -> None:
-        self._mark, self._rec, self._saved = op.mark(), rec, copy.copy(rec)
+    def __init__(self, op: Operation, rec: CallRecord, flush: Callable[[], Awaitable[None]]) -> None:
+        self._flush, self._rec, self.refused = flush, rec, 0
+        self._mark, self._saved = op.mark(), copy.copy(rec)
 
-    async def commit(self, op: Operation, flush: Callable[[], Awaitable[None]], refused: int) -> bool:
-        """Commit the queued STARTED claim (for a turn of writes only, with C1: D18). False when the
-        store refused it (``IntentTaken``: another operation's entry landed between our ledger read and
-        this commit, and nothing of the commit was written): everything this attempt queued is taken
-        back, but not the answered turn, its usage and plan, which go out with the next commit, and the
-        caller decides the write again on the entry that is there now (IN_PROGRESS, or its result
-        replayed: D13, D16). Reloading the operation instead went back to before the turn (MODEL_REQUESTED
-        for a turn of writes only): the paid turn's tokens, cost and model turn were lost from Spent
-        (D12, D27) and the model was asked again (review round 14)."""
+    async def commit(self, op: Operation) -> bool:
+        """Commit the queued claim (for a turn of writes only, with C1: D18). False when the store
+        refused it (``IntentTaken``: another operation's entry landed between our ledger read and this
+        commit, and nothing of the commit was written): everything queued since the last commit of this
+        write is taken back, but not the answered turn, its usage and plan, which go out with the next
+        commit, and the caller decides the write again on the entry that is there now (IN_PROGRESS, or
+        its result replayed: D13, D16). Reloading the operation instead went back to before the turn
+        (MODEL_REQUESTED for a turn of writes only): the paid turn's tokens, cost and model turn were
+        lost from Spent (D12, D27) and the model was asked again (review round 14)."""
         try:
-            await flush()
+            await self._flush()
         except IntentTaken:
-            if refused >= CLAIM_TRIES:
+            if self.refused >= CLAIM_TRIES:
                 raise
+            self.refused += 1
             op.rewind(self._mark)
             self._rec.restore(self._saved)
             return False
+        # Durable: a later refusal of this write (its fresh attempt after a reconcile said "not
+        # applied") takes back only what was queued after this commit.
+        self._mark, self._saved = op.mark(), copy.copy(self._rec)
         return True

@@ -3,7 +3,7 @@
 Order per call (D13): (1) write tools consult the ledger (same intent → recorded result, a replay);
 (2) the repeat guard refuses run number ``max_identical_calls + 1``; (3) run. Reads run concurrently
 up to ``max_parallel``; writes one at a time in proposal order (D15). Each write's ledger STARTED is
-committed before its handler runs (D18).
+committed before its handler runs (D18), a reconcile's takeover of an entry before its hook (D16).
 """
 
 from __future__ import annotations
@@ -436,17 +436,14 @@ async def _run_write(
         # write's SUCCEEDED went with it, and the reload read it as STARTED, a crash to reconcile
         # (OUTCOME_UNKNOWN, or a lagging lookup that said "not applied" and paid again; D16, D18).
         await flush()
-    refused = 0
-    while True:
-        claim = Claim(op, rec)
-        started = await _start_write(runner, op, turn, rec, spec)
-        if started is None:
-            return  # settled without its handler: refused, in progress elsewhere, replayed, reconciled
-        # STARTED is durable before the effect; for a turn of writes only, this is C1 (D18). A refused
-        # claim is taken back and the write decided again (claims.py), the answered turn kept.
-        if await claim.commit(op, flush, refused):
-            break
-        refused += 1
+    claim = Claim(op, rec, flush)
+    started = await _start_write(runner, op, turn, rec, spec, claim)
+    # STARTED is durable before the effect; for a turn of writes only, this is C1 (D18). A refused
+    # claim is taken back and the write decided again (claims.py), the answered turn kept.
+    while started is not None and not await claim.commit(op):
+        started = await _start_write(runner, op, turn, rec, spec, claim)
+    if started is None:
+        return  # settled without its handler: refused, in progress elsewhere, replayed, reconciled
     args, attempts = started
     crash_point("after_ledger_started", spec.name)
     # Fix: CallContext.attempt was always 1; a write run again after NotApplied (ledger FAILED) now
@@ -487,11 +484,11 @@ async def _run_write(
 
 
 async def _start_write(
-    runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec
+    runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec, claim: Claim
 ) -> tuple[Any, int] | None:
     """Decide a write on its ledger entry (D13 (1), D16) and the repeat guard (D13 (2)). (arguments,
-    attempt) once its STARTED claim is queued, to be committed before the handler runs; None when the
-    call was settled without running its handler (sealed, or UNKNOWN)."""
+    attempt) once its STARTED claim is queued, to be committed (``claim``) before the handler runs;
+    None when the call was settled without running its handler (sealed, or UNKNOWN)."""
     assert rec.idempotency_key is not None
     # Fix: an earlier write of this turn with the same intent keeps its outcome in op.pending_ledger
     # until the next commit; reading only the store saw that write's STARTED row and treated a finished
@@ -532,11 +529,24 @@ async def _start_write(
         seal(runner, op, turn, rec, spec, _replayed(op, spec, recorded))
         return None
     if action is LedgerAction.RECONCILE:
-        # STARTED left by a crash, or UNKNOWN from an earlier timeout: never re-run blindly. Taking it
-        # over is a claim: of two operations reconciling one entry at the same moment, one goes on.
-        _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts, claim=True, read=entry)
         assert entry is not None
-        await _reconcile(runner, op, turn, rec, spec, attempts, ours=entry.operation_id == op.operation_id)
+        # STARTED left by a crash, or UNKNOWN from an earlier timeout: never re-run blindly. Taking it
+        # over is a claim, committed before the reconcile hook runs, so the hook never runs for an entry
+        # another operation took over (D16), and written STARTED, so no other operation reconciles it
+        # while ours does (IN_PROGRESS: held_elsewhere). Queued with the outcome as before, a refused
+        # claim reloaded the operation to before its answered turn: the paid turn was lost from Spent
+        # and the model asked again (D12, D27; review round 14). Refused here: decided again.
+        _ledger(op, rec, spec, LedgerStatus.STARTED, None, attempts, claim=True, read=entry)
+        data = {"call_id": rec.call_id, "tool": spec.name, "idempotency_key": rec.idempotency_key}
+        op.audit(
+            runner.clock.now(), "reconcile_started", {**data, "over": entry.operation_id}, runner.audit_key
+        )
+        if not await claim.commit(op):
+            return await _start_write(runner, op, turn, rec, spec, claim)  # CLAIM_TRIES bounds it
+        if not await _reconcile(
+            runner, op, turn, rec, spec, attempts, ours=entry.operation_id == op.operation_id
+        ):
+            _ledger(op, rec, spec, LedgerStatus.UNKNOWN, None, attempts)  # nobody can tell (D16)
         if rec.status != UNKNOWN and rec.effect == "not_applied":
             # definitely not applied: it may run now, as a fresh attempt
             rec.status, rec.envelope = PLANNED, None

@@ -360,9 +360,9 @@ class Runner:
                 except IntentTaken:
                     # Another operation claimed one of this turn's write intents between our ledger
                     # read and our commit. A write's own STARTED claim is taken back and decided again
-                    # where it is made, keeping the answered turn (claims.Claim); this is the rest (a
-                    # reconcile's claim going out with a later commit, or a claim refused again and
-                    # again): the store refused the commit whole, so no handler ran; carry on from what
+                    # where it is made, keeping the answered turn (claims.Claim), as is a reconcile's
+                    # takeover; this is the rest (a claim refused more than CLAIM_TRIES times): the
+                    # store refused the commit whole, so no handler ran; carry on from what
                     # the store holds, where the write is decided again and sees the other operation's
                     # entry (IN_PROGRESS, or its result to replay).
                     taken += 1
