@@ -93,3 +93,17 @@ def test_check_options_refuses_what_worker_and_run_refuse(kwargs: dict[str, Any]
 
     with pytest.raises(UsageError):
         check_options(**kwargs)
+
+
+def test_a_runner_lease_or_a_worker_poll_beyond_a_day_is_a_usage_error() -> None:
+    """Review round 14: Runner(lease_s=1e308) was accepted (PostgreSQL's lease intervals then fail on
+    every drive) and a worker poll of 1e308 s made an idle worker sleep forever."""
+    import callbound as cb
+    from callbound.runtime.worker import check_options
+    from callbound.testing import ScriptedModel
+
+    with pytest.raises(UsageError, match="lease_s must be at most 86400 seconds"):
+        cb.Runner(model=ScriptedModel("openai-responses", []), registry=cb.Registry([]), lease_s=1e308)
+    with pytest.raises(UsageError, match="poll_s must be at most 86400 seconds"):
+        check_options(30.0, 1e308)
+    check_options(86_400.0, 86_400.0)  # a day is allowed

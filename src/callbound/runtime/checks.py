@@ -38,6 +38,15 @@ _STORE_METHODS = ("commit", "load_operation", "audit_events", "get_approval")
 _APP_SHAPE = "{'ref': 'module:factory', 'args': {...}} or a 'module:factory' string"
 
 
+# The longest lease a drive or a worker takes (and the longest worker poll): one day. The heartbeat renews it every third of its length, so its
+# length matters only when a worker dies (how long its operation waits to be taken over) or is frozen
+# (D21: keep it above the longest pause). A day holds comfortably in a PostgreSQL interval (limit about
+# 178 million years) and timestamp (year 294276), and in SQLite's seconds since the epoch. 1e308 was
+# accepted: every PostgreSQL claim then failed with "interval out of range" while the worker polled on,
+# and on SQLite the lease never expired (review round 14, h5 r7).
+MAX_LEASE_S = 86_400.0
+
+
 def _kind(value: Any) -> str:
     return type(value).__name__
 
@@ -106,6 +115,8 @@ def check_runner_args(
         raise UsageError(f"Runner(instructions=...) takes a str or None, not {_kind(instructions)}")
     if isinstance(lease_s, bool) or not isinstance(lease_s, int | float) or not 0 < lease_s < math.inf:
         raise UsageError(f"lease_s must be a positive number of seconds, not {lease_s!r}")
+    if lease_s > MAX_LEASE_S:  # as a worker's: PostgreSQL's claims failed ("interval out of range")
+        raise UsageError(f"lease_s must be at most {MAX_LEASE_S:g} seconds (one day), not {lease_s!r}")
     if audit_key is not None and not isinstance(audit_key, bytes):
         raise UsageError(f"Runner(audit_key=...) takes bytes or None, not {_kind(audit_key)}")
     for name, hook in hooks.items():

@@ -30,7 +30,7 @@ from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
 from ..core.states import TERMINAL, State
 from ..stores.base import LeaseStore, StoredOperation
 from .app import App, load_app
-from .checks import app_reference
+from .checks import MAX_LEASE_S, app_reference
 from .lease import give_up
 from .runner import Runner
 from .tools import lingering
@@ -43,14 +43,6 @@ _MAX_CACHED_RUNNERS = 32
 
 AppKey = tuple[str, str]
 
-# The longest lease a worker takes: one day. The heartbeat renews it every third of its length, so its
-# length matters only when a worker dies (how long its operation waits to be taken over) or is frozen
-# (D21: keep it above the longest pause). A day holds comfortably in a PostgreSQL interval (limit about
-# 178 million years) and timestamp (year 294276), and in SQLite's seconds since the epoch. 1e308 was
-# accepted: every PostgreSQL claim then failed with "interval out of range" while the worker polled on,
-# and on SQLite the lease never expired (review round 14, h5 r7).
-MAX_LEASE_S = 86_400.0
-
 
 def check_options(
     lease_s: float, poll_s: float, max_operations: int | None = None, idle_exit_s: float | None = None
@@ -62,8 +54,9 @@ def check_options(
         # worker drove the operation while the first was in its write (paid twice); inf never expires
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
             raise UsageError(f"{name} must be a positive, finite number of seconds, not {value!r}")
-    if lease_s > MAX_LEASE_S:
-        raise UsageError(f"lease_s must be at most {MAX_LEASE_S:g} seconds (one day), not {lease_s!r}")
+    for name, value in (("lease_s", lease_s), ("poll_s", poll_s)):
+        if value > MAX_LEASE_S:  # a poll of 1e308 s: an idle worker slept forever
+            raise UsageError(f"{name} must be at most {MAX_LEASE_S:g} seconds (one day), not {value!r}")
     if idle_exit_s is not None and (
         isinstance(idle_exit_s, bool)
         or not isinstance(idle_exit_s, int | float)
