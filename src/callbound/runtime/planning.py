@@ -28,6 +28,7 @@ from ..core.states import State
 from ..core.types import ModelTurn, error_result
 from .crash import crash_point, ledger_disabled
 from .decisions import approval_verdict, reload_into
+from .escalation import turn_calls
 from .execute import ledger_entry, seal
 from .integrity import plan_digest
 from .operation import PLANNED, WAITING, CallRecord, CurrentTurn, Operation
@@ -48,7 +49,7 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
             stop.reason,
             stop.detail,
             response_id=turn.response_id,
-            call_ids=[c.call_id for c in turn.calls],
+            **turn_calls(turn),
         )
         return
     offered = frozenset(op.offered)
@@ -63,7 +64,7 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
             "NO_PROGRESS",
             f"the model repeated a call after being told it makes no progress (call {repeated[0]})",
             response_id=turn.response_id,
-            call_ids=[c.call_id for c in turn.calls],
+            **turn_calls(turn),
         )
         return
     op.spent.tool_calls += len(plan)
