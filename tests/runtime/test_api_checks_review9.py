@@ -120,7 +120,7 @@ async def test_run_and_submit_refuse_non_string_identities_before_storing(kw: di
 
 
 async def test_none_input_and_own_operation_id_are_fine() -> None:
-    h = make([final("resp_1")], [])
+    h = make([final("resp_1")], [], messages=[{"role": "user", "content": "where is A1?"}])
     out = await h.runner.run(None, tenant="acme", subject="u", operation_id="op-mine")
     assert out.operation_id == "op-mine" and out.state == cb.State.COMPLETED
 

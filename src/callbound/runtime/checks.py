@@ -325,9 +325,12 @@ def app_reference(app: Any) -> dict[str, Any] | None:
     return {"ref": ref, "args": copy.deepcopy(args)}
 
 
-def check_new_operation(input: Any, tenant: Any, subject: Any, operation_id: Any) -> None:
+def check_new_operation(
+    input: Any, tenant: Any, subject: Any, operation_id: Any, has_messages: bool = False
+) -> None:
     """``run``/``submit``: tenant and subject name who the operation acts for (D10, D17) and are stored,
-    compared and shown as text; so are the operation id and the input."""
+    compared and shown as text; so are the operation id and the input. ``has_messages``: the runner
+    holds earlier messages (``Runner(messages=...)``), so ``input=None`` still asks something."""
     for name, value in (("tenant", tenant), ("subject", subject)):
         if not isinstance(value, str) or not value:
             raise UsageError(f"run() needs a tenant and a subject as non-empty str; {name} is {value!r}")
@@ -343,6 +346,13 @@ def check_new_operation(input: Any, tenant: Any, subject: Any, operation_id: Any
         # an empty user message: Anthropic refuses it ("all messages must have non-empty content"),
         # and for any model it asks nothing
         raise UsageError("input is empty; pass the user's text, or None to send no new user message")
+    if input is None and not has_messages:
+        # an empty transcript: every provider refuses it (Anthropic "messages: at least one message is
+        # required", Gemini "contents is not specified"), so it would end FAILED after it was stored
+        raise UsageError(
+            "nothing to ask: input is None and the runner has no earlier messages; pass input='...' or "
+            "Runner(messages=[...])"
+        )
     for name, value in (("tenant", tenant), ("subject", subject), ("operation_id", operation_id)):
         check_text(name, value)
 

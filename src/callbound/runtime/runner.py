@@ -245,7 +245,7 @@ class Runner:
     def _new_operation(
         self, input: str | None, tenant: str, subject: str, operation_id: str | None
     ) -> Operation:
-        check_new_operation(input, tenant, subject, operation_id)
+        check_new_operation(input, tenant, subject, operation_id, bool(self.messages))
         now = self.clock.now()
         op = Operation(
             operation_id=operation_id or self.ids.new_id("op"),

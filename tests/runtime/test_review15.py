@@ -1,0 +1,67 @@
+"""Review round 15: escalation records of the stops decided at planning name the turn's tools.
+
+docs/stop-reasons.md ("Every escalation record ... names the turn it concerns: response_id, call_ids,
+tools") and issue 2 §5 (what a human must look at): the MAX_TOOL_CALLS stop and the NO_PROGRESS stop on
+a call repeated after the model was told (D13 (3)) named the turn's call ids but not its tools, unlike a
+token budget or USAGE_UNKNOWN stop. Bodies are synthetic, in the Responses shape of tests/runtime/helpers.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import callbound as cb
+
+from .helpers import Counter, calls, fc, final, get_order_tool, make
+
+A1 = {"order_id": "A1"}
+
+
+async def test_a_max_tool_calls_escalation_names_the_refused_calls_and_their_tools() -> None:
+    runs = Counter()
+    script = [calls("r1", *(fc(f"c{i}", "get_order", {"order_id": f"A{i}"}) for i in range(1, 4)))]
+    h = make(script, [get_order_tool(runs)], budgets=cb.Budgets(max_tool_calls=2))
+    out = await h.run()
+    assert (out.state, out.reason) == (cb.State.STOPPED, "MAX_TOOL_CALLS")
+    assert runs.n == 0
+    esc = out.escalation or {}
+    assert (esc["response_id"], esc["call_ids"], esc["tools"]) == (
+        "r1",
+        ["c1", "c2", "c3"],
+        ["get_order"] * 3,
+    )
+
+
+async def test_a_repeat_after_no_progress_escalation_names_the_turns_calls_and_tools() -> None:
+    runs = Counter()
+    script = [
+        calls("r1", fc("c1", "get_order", A1)),
+        calls("r2", fc("c2", "get_order", A1)),
+        calls("r3", fc("c3", "get_order", A1)),
+        final("r4"),
+    ]
+    h = make(script, [get_order_tool(runs)], budgets=cb.Budgets(max_identical_calls=1))
+    out = await h.run()
+    assert (out.state, out.reason) == (cb.State.STOPPED, "NO_PROGRESS")
+    assert runs.n == 1
+    esc = out.escalation or {}
+    assert (esc["response_id"], esc["call_ids"], esc["tools"]) == ("r3", ["c3"], ["get_order"])
+
+
+# ---- run(input=None) with no earlier messages -------------------------------------------------------
+
+
+def test_no_input_and_no_messages_is_a_usage_error_before_anything_is_stored() -> None:
+    """reference.md: ``run(input=...)`` takes non-empty text or None; None with no ``Runner(messages=...)``
+    is an empty transcript, which every provider refuses (D4: misuse is a UsageError, not a FAILED run)."""
+    h = make([final("r1")], [])
+    with pytest.raises(cb.UsageError, match="nothing to ask"):
+        h.runner.run_sync(None, tenant="acme", subject="u")
+    with pytest.raises(cb.UsageError, match="nothing to ask"):
+        h.runner.submit(None, tenant="acme", subject="u")
+    assert h.store.list_operations() == [] and h.model.requests == []
+
+
+def test_no_input_with_earlier_messages_still_runs() -> None:
+    h = make([final("r1")], [], messages=[{"role": "user", "content": "where is A1?"}])
+    assert h.runner.run_sync(None, tenant="acme", subject="u").state == cb.State.COMPLETED
