@@ -8,6 +8,8 @@ token budget or USAGE_UNKNOWN stop. Bodies are synthetic, in the Responses shape
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 import callbound as cb
@@ -65,3 +67,27 @@ def test_no_input_and_no_messages_is_a_usage_error_before_anything_is_stored() -
 def test_no_input_with_earlier_messages_still_runs() -> None:
     h = make([final("r1")], [], messages=[{"role": "user", "content": "where is A1?"}])
     assert h.runner.run_sync(None, tenant="acme", subject="u").state == cb.State.COMPLETED
+
+
+# ---- D29: the first transition is logged and observed too -------------------------------------------
+
+
+def test_the_created_transition_is_logged_and_shown_to_on_transition(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """D29: every transition emits a structured log record; the demo's timeline (issue 2 §9) is built
+    from ``on_transition``. The first one, into MODEL_REQUESTED (cause ``created``), was in the history
+    only."""
+    seen: list[tuple[str, str]] = []
+    h = make([final("r1")], [], on_transition=lambda op_id, t: seen.append((t.state, t.cause)))
+    with caplog.at_level(logging.INFO, logger="callbound"):
+        out = h.runner.run_sync("hi", tenant="acme", subject="u")
+    assert [(t.state, t.cause) for t in out.history] == [
+        ("MODEL_REQUESTED", "created"),
+        ("COMPLETED", "final_text"),
+    ]
+    assert seen == [("MODEL_REQUESTED", "created"), ("COMPLETED", "final_text")]
+    logged = [(r.state, r.cause) for r in caplog.records if hasattr(r, "cause")]  # type: ignore[attr-defined]
+    assert logged == seen
+    first = next(r for r in caplog.records if getattr(r, "cause", None) == "created")
+    assert (first.operation_id, first.tenant, first.subject) == (out.operation_id, "acme", "u")  # type: ignore[attr-defined]

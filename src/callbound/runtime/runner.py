@@ -271,6 +271,7 @@ class Runner:
             self.audit_key,
         )
         op.append_items(self.adapter.initial_items(input, self.messages))
+        self._announce(op, op.machine.history[0], {})
         return op
 
     def _load(self, operation_id: str) -> Operation:
@@ -307,17 +308,22 @@ class Runner:
                 self, op, f"the operation ended {target.value}({details.get('reason') or cause})"
             )
         t = op.move(target, self.clock.now(), cause, self.audit_key, **details)
+        self._announce(op, t, details)
+
+    def _announce(self, op: Operation, t: Transition, details: dict[str, Any]) -> None:
+        """D29: every transition, the first (created) included, is logged and shown to ``on_transition``."""
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "transition %s -> %s (%s)",
                 op.operation_id,
-                target.value,
-                cause,
+                t.state,
+                t.cause,
                 extra={
                     "operation_id": op.operation_id,
-                    "state": target.value,
-                    "cause": cause,
+                    "state": t.state,
+                    "cause": t.cause,
                     "tenant": op.tenant,
+                    "subject": op.subject,
                     **{
                         k: v
                         for k, v in details.items()
@@ -332,7 +338,7 @@ class Runner:
                 log.warning(
                     "on_transition observer raised %s; ignored",
                     type(exc).__name__,
-                    extra={"operation_id": op.operation_id, "state": target.value},
+                    extra={"operation_id": op.operation_id, "state": t.state},
                 )
 
     def _stop(
