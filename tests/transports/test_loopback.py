@@ -932,7 +932,7 @@ def test_missing_key_names_the_environment_variable(monkeypatch: pytest.MonkeyPa
         monkeypatch.delenv(name, raising=False)
     assert missing_key("openai-responses") == "OPENAI_API_KEY"
     assert missing_key("anthropic-messages") == "ANTHROPIC_API_KEY"
-    assert missing_key("gemini-generate") == "GEMINI_API_KEY or GOOGLE_API_KEY"
+    assert missing_key("gemini-generate") == "GOOGLE_API_KEY or GEMINI_API_KEY"
     with pytest.raises(cb.UsageError, match="OPENAI_API_KEY"):
         make_client("openai-chat", transport="http", model="m")
     monkeypatch.setenv("GOOGLE_API_KEY", "x")

@@ -65,13 +65,14 @@ __all__ = [
 
 TRANSPORTS = ("sdk", "http")
 
-#: The environment variables each API's key is read from, in the order the SDKs look them up.
+#: The environment variables each API's key is read from, in the order the SDKs look them up (google-genai
+#: prefers GOOGLE_API_KEY when both are set, and says so in a warning).
 API_KEY_ENV: dict[str, tuple[str, ...]] = {
     "openai-responses": ("OPENAI_API_KEY",),
     "openai-chat": ("OPENAI_API_KEY",),
     "anthropic-messages": ("ANTHROPIC_API_KEY",),
-    "gemini-generate": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "gemini-interactions": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "gemini-generate": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "gemini-interactions": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
 }
 
 #: Which SDK extra serves an API with ``transport="sdk"``.

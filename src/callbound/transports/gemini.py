@@ -25,7 +25,7 @@ What google-genai can and cannot hand back raw:
 Turns made over httpx record ``httpx/<version>`` as their client; SDK turns ``google-genai/<version>``.
 ``APIError`` becomes ``RawFailure("http", code, body, headers)``; connection errors and timeouts
 become ``RawFailure("connection")`` / ``RawFailure("timeout")`` (D30). The key comes from
-``GEMINI_API_KEY`` or ``GOOGLE_API_KEY`` unless given.
+``GOOGLE_API_KEY`` or else ``GEMINI_API_KEY`` unless given (google-genai's order).
 """
 
 from __future__ import annotations
