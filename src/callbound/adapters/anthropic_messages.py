@@ -11,8 +11,8 @@
   out of the message sent (``turn_items``), and a tool_use input that never parsed (streamed) or holds
   NaN / Infinity / 1e400 goes back as ``{"INVALID_JSON": "<the text>"}`` (``finite``).
 - Stop mapping (D1, D31): ``refusal`` → REFUSAL (wins over tool_use blocks); ``end_turn`` and
-  ``stop_sequence`` → FINAL_TEXT, but with tool_use blocks → API_FAILURE(unknown_stop_reason), since
-  D1 lists them as completions with no calls; ``tool_use`` → TOOL_PROPOSALS; ``max_tokens`` and
+  ``stop_sequence`` → FINAL_TEXT, but with tool_use blocks (so ``pause_turn`` too) →
+  API_FAILURE(unknown_stop_reason), since D1 lists them as completions with no calls; ``tool_use`` → TOOL_PROPOSALS; ``max_tokens`` and
   ``model_context_window_exceeded`` → TRUNCATED; ``pause_turn`` and beta ``compaction`` → CONTINUE (the
   content is resent unchanged, with no new user message); anything else → API_FAILURE(unknown_stop_reason).
 - Tool schema (D9): ``$ref`` inlined; Anthropic takes JSON Schema as is otherwise.
@@ -239,12 +239,13 @@ def turn_from_message(
 
     if stop == "refusal":  # D31: wins over any tool_use block in the same message
         return turn(Finish.REFUSAL, "refusal")
+    if calls and stop in ("end_turn", "stop_sequence", "pause_turn", "compaction"):
+        # D1: FINAL_TEXT is an explicit completion *with no calls*, and Anthropic proposes calls under
+        # tool_use only. A call the model ended its turn on was neither run nor answered: reading that
+        # as success would drop it silently. Not listed, so not a success. Paused (CONTINUE), the turn
+        # would go back with its tool_use unanswered, which Anthropic refuses (400) after a paid turn.
+        return turn(Finish.API_FAILURE, "unknown_stop_reason", Failure("status", False))
     if stop in ("end_turn", "stop_sequence"):
-        if calls:
-            # D1: FINAL_TEXT is an explicit completion *with no calls*, and Anthropic proposes calls
-            # under tool_use only. A call the model ended its turn on was neither run nor answered:
-            # reading that as success would drop it silently. Not listed, so not a success.
-            return turn(Finish.API_FAILURE, "unknown_stop_reason", Failure("status", False))
         return turn(Finish.FINAL_TEXT, None)
     if stop == "tool_use":
         if calls and unfinished:
