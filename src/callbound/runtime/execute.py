@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..core.binding import TrustedCall, make_envelope
@@ -25,9 +24,9 @@ from ..core.dispatch import (
     TIMEOUT,
     UNKNOWN_TOOL,
 )
-from ..core.guards import identical_allowed, identical_key, remaining_s, result_cap
+from ..core.guards import identical_allowed, identical_key, result_cap
 from ..core.idempotency import PURGED_APPLIED, LedgerAction, LedgerEntry, LedgerStatus, decide
-from ..core.registry import CallContext, ToolSpec, is_async_callable
+from ..core.registry import ToolSpec, is_async_callable
 from ..core.snapshot import envelope_to_dict
 from ..core.types import ModelTurn, ToolCall, error_result, ok_result
 from .claims import Claim
@@ -37,6 +36,14 @@ from .crash import crash_point, ledger_disabled
 from .operation import DONE, PLANNED, RUNNING, UNKNOWN, CallRecord, Operation
 from .repeats import TurnRuns
 from .tools import HandlerOutcome, to_jsonable, turn_slots
+from .turn_deadline import (
+    ReadGate,
+    ctx_for,
+    deadline_stop,
+    raise_if_reads_left,
+    time_left_s,
+    timeout_for,
+)
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -151,28 +158,6 @@ def _replayed(op: Operation, spec: ToolSpec | None, recorded: dict[str, Any]) ->
     return recorded if size <= cap else _too_large(size, cap, applied=True)
 
 
-def _ctx(runner: Runner, op: Operation, rec: CallRecord, spec: ToolSpec, attempt: int = 1) -> CallContext:
-    # the nearer of the active deadline and not_after (D14)
-    now = runner.clock.now()
-    deadline = now + timedelta(seconds=remaining_s(op.budgets, op.spent, now))
-    return CallContext(
-        op.operation_id,
-        op.tenant,
-        op.subject,
-        rec.call_id,
-        spec.name,
-        rec.idempotency_key,
-        deadline,
-        attempt,
-        op.fence,
-    )
-
-
-def _timeout_s(runner: Runner, op: Operation, spec: ToolSpec) -> float:
-    """The tool's timeout, cut to the time left: active deadline and not_after (D14)."""
-    return min(spec.timeout_ms / 1000.0, remaining_s(op.budgets, op.spent, runner.clock.now()))
-
-
 async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[None]]) -> None:
     """Run every PLANNED call of the current turn."""
     assert op.current is not None
@@ -192,10 +177,11 @@ async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[
 
     if len(reads) == 1 and not writes:
         # The common turn, one read: no slot to share (max_parallel cannot bind one call), and its
-        # timeout is already capped by the remaining deadline (_timeout_s). The turn's slots cost
+        # timeout is already capped by the remaining deadline (timeout_for). The turn's slots cost
         # about 10% of a sync round trip (bench), for nothing here.
         rec = reads[0]
         await _run_read(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)])
+        raise_if_reads_left(runner, op, reads)
         return
     # max_parallel is enforced where handlers run (the executor), not around _run_read: a sync handler
     # that timed out keeps its slot until its thread really ends (D15). A write's handler that never
@@ -203,16 +189,20 @@ async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[
     write_specs = [s for s in (runner.registry.get(r.tool) for r in writes) if s is not None]
     hooks = {id(s.reconcile) for s in write_specs if s.reconcile is not None}
     effects = [s.handler for s in write_specs if id(s.handler) not in hooks]
-    remaining = remaining_s(op.budgets, op.spent, runner.clock.now())
-    with turn_slots(op.budgets.max_parallel, remaining, effects):
+    with turn_slots(op.budgets.max_parallel, time_left_s(runner, op), effects):
         if len(reads) == 1:
             rec = reads[0]  # no task for one read
             await _run_read(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)])
         elif reads:
             runs = TurnRuns()  # identical reads side by side: D13 (2) on completed runs (repeats.py)
+            gate = ReadGate(runner, op)  # D14 where each handler starts, after any wait for a slot
             await asyncio.gather(
-                *(_run_read(runner, op, turn, r, calls[(r.response_id, r.call_id)], runs) for r in reads)
+                *(
+                    _run_read(runner, op, turn, r, calls[(r.response_id, r.call_id)], runs, gate)
+                    for r in reads
+                )
             )
+        raise_if_reads_left(runner, op, reads)  # no write starts either (D14)
 
         for rec in writes:
             await _run_write(runner, op, turn, rec, calls[(rec.response_id, rec.call_id)], flush)
@@ -318,6 +308,7 @@ async def _run_read(
     rec: CallRecord,
     call: ToolCall,
     runs: TurnRuns | None = None,
+    gate: ReadGate | None = None,
 ) -> None:
     spec = runner.registry.get(rec.tool)
     if spec is None:  # run_turn files a call whose tool is gone with the reads
@@ -340,10 +331,21 @@ async def _run_read(
     if runs is not None:
         runs.start(key)
     try:
+        # D14: no handler starts once the deadline is spent (review 15, F2); the read stays PLANNED
+        # and the turn stops DEADLINE, as before a write. One of several may first wait for a slot
+        # (D15), so its gate checks in the executor, just before the handler; one alone, here.
+        gated = None if gate is None else gate.wrap(spec.handler)
+        if gated is None and deadline_stop(runner, op) is not None:
+            op.spent.identical[key] -= 1
+            return
         rec.status = RUNNING
         outcome = await runner.executor.run(
-            spec.handler, args, _ctx(runner, op, rec, spec), _timeout_s(runner, op, spec)
+            gated or spec.handler, args, ctx_for(runner, op, rec, spec), timeout_for(runner, op, spec)
         )
+        if gated is not None and gated.refused:
+            rec.status = PLANNED
+            op.spent.identical[key] -= 1
+            return
         rec.producer = "handler"
         succeeded = False
         if outcome.kind == "ok":
@@ -388,7 +390,7 @@ async def _reconcile(
     # sync reconcile in a worker thread, not on the event loop (where it would also stop the lease's
     # heartbeat). A timeout or any failure means nobody can tell.
     checked = await runner.executor.run(
-        spec.reconcile, rec.idempotency_key, _ctx(runner, op, rec, spec), _timeout_s(runner, op, spec)
+        spec.reconcile, rec.idempotency_key, ctx_for(runner, op, rec, spec), timeout_for(runner, op, spec)
     )
     if checked.kind == "not_applied":
         _ledger(op, rec, spec, LedgerStatus.FAILED, None, attempts)
@@ -449,7 +451,7 @@ async def _run_write(
     # Fix: CallContext.attempt was always 1; a write run again after NotApplied (ledger FAILED) now
     # sees the ledger's attempt number.
     outcome: HandlerOutcome = await runner.executor.run(
-        spec.handler, args, _ctx(runner, op, rec, spec, attempts), _timeout_s(runner, op, spec)
+        spec.handler, args, ctx_for(runner, op, rec, spec, attempts), timeout_for(runner, op, spec)
     )
     crash_point("after_effect_before_result_commit", spec.name)
     rec.producer = "handler"

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core.guards import Stop, check_running
+from ..core.guards import Stop
 from ..core.idempotency import LedgerEntry, LedgerStatus
 from ..core.states import State
 from .execute import run_turn
 from .operation import PLANNED, RUNNING, UNKNOWN, WAITING, CallRecord, Operation
 from .planning import enter_waiting
+from .turn_deadline import DeadlineSpent, deadline_stop
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -18,16 +19,15 @@ if TYPE_CHECKING:
 
 async def execute_step(runner: Runner, op: Operation) -> None:
     """Run the turn's planned calls (C1 first, D18), stopping before any handler once the deadline
-    is spent (D14); then RESULTS_READY, WAITING_APPROVAL or STOPPED(OUTCOME_UNKNOWN)."""
+    is spent (D14); then RESULTS_READY, WAITING_APPROVAL (deadline not spent) or STOPPED."""
     assert op.current is not None
     statuses = {r.status for r in op.current.records}
     # D14: no handler starts once the deadline is spent (here: on entering EXECUTING, also after
     # an approval or in another process). A write left RUNNING by a process that died must go
     # through reconcile first (D16); the check before each write below still applies to it.
     if PLANNED in statuses and RUNNING not in statuses:
-        runner._tick(op)
-        stop = check_running(op.budgets, op.spent, runner.clock.now())
-        if isinstance(stop, Stop):
+        stop = deadline_stop(runner, op)
+        if stop is not None:
             _stop_before_handlers(runner, op, stop)
             await runner._flush(op)
             return
@@ -39,14 +39,15 @@ async def execute_step(runner: Runner, op: Operation) -> None:
         if _starting_write(op) is not None:
             # Earlier calls of this turn may have used up the deadline: the write about to start
             # would get no time at all and end with an unknown outcome (D14, D16).
-            stop = check_running(op.budgets, op.spent, runner.clock.now())
-            if isinstance(stop, Stop):
-                raise _DeadlineSpent(stop)
+            stop = deadline_stop(runner, op)
+            if stop is not None:
+                raise DeadlineSpent(stop)
         runner.store.commit(op.take_commit())
 
     try:
+        # a read that finds the deadline spent raises it too, before any later call starts (D14)
         await run_turn(runner, op, flush)
-    except _DeadlineSpent as spent:
+    except DeadlineSpent as spent:
         _stop_before_handlers(runner, op, spent.stop)
         await runner._flush(op)
         return
@@ -75,6 +76,13 @@ async def execute_step(runner: Runner, op: Operation) -> None:
         await runner._flush(op)
         return
     if any(r.status == WAITING for r in records):
+        # D14 (review 15, F1): the turn's other calls may have used up the deadline. Waiting now asked
+        # a human to approve a call that could never run (the approval led to STOPPED(DEADLINE)).
+        stop = deadline_stop(runner, op)
+        if stop is not None:
+            _stop_before_handlers(runner, op, stop)  # withdraws the pending approvals (runner._stop)
+            await runner._flush(op)
+            return
         enter_waiting(runner, op)
         await runner._flush(op)
         return
@@ -110,16 +118,9 @@ def _stop_before_handlers(runner: Runner, op: Operation, stop: Stop) -> None:
         op,
         stop.reason,
         stop.detail,
-        call_ids=[r.call_id for r in op.current.records if r.status == PLANNED],
+        # the calls that do not run: planned, or still waiting for their approval
+        call_ids=[r.call_id for r in op.current.records if r.status in (PLANNED, WAITING)],
     )
-
-
-class _DeadlineSpent(Exception):
-    """Raised by the commit before a write's handler when the deadline is spent, so it never starts."""
-
-    def __init__(self, stop: Stop) -> None:
-        super().__init__(stop.detail)
-        self.stop = stop
 
 
 def _starting_write(op: Operation) -> tuple[CallRecord, LedgerEntry] | None:
