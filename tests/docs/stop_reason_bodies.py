@@ -83,6 +83,17 @@ def chat(case: str) -> dict[str, Any]:
     elif variant == "legacy":
         msg["content"] = None
         msg["function_call"] = {"name": "get_order", "arguments": json.dumps(CALL_ARGS)}
+    elif variant == "notassistant":
+        # calls in a message of another role: only an assistant message's calls can be answered
+        msg["role"] = "model"
+        msg["content"] = None
+        msg["tool_calls"] = [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_order", "arguments": json.dumps(CALL_ARGS)},
+            }
+        ]
     elif variant == "custom":
         # a custom tool call (free-form input), beside a function call: the turn cannot be answered whole
         msg["content"] = None
@@ -108,10 +119,17 @@ def anthropic(case: str) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": "hello"}]
     if variant == "calls":
         content.append({"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": CALL_ARGS})
-    elif variant == "server":
+    elif variant == "nocallid":
+        content.append({"type": "tool_use", "name": "get_order", "input": CALL_ARGS})
+    elif variant in ("server", "nosignature"):
         content = [
             {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}}
         ]
+        if variant == "nosignature":
+            # a thinking block that lost its signature, before a client call (tool_use) or a paused search
+            thinking = {"type": "thinking", "thinking": "Let me look it up."}
+            call = {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": CALL_ARGS}
+            content = [thinking, call] if raw == "tool_use" else [thinking, *content]
     return {
         "id": "msg_1",
         "type": "message",

@@ -12,7 +12,8 @@
   ``tool_calls`` → TOOL_PROPOSALS; ``stop``/``function_call`` → TOOL_PROPOSALS when complete calls are
   present (forced tool_choice ends with ``stop``), else FINAL_TEXT; ``length`` → TRUNCATED;
   Mistral's ``model_length`` → TRUNCATED(context_window_exceeded); ``content_filter`` → REFUSAL;
-  anything else, ``""`` included, or none → API_FAILURE(unknown_stop_reason). An error
+  anything else, ``""`` included, or none → API_FAILURE(unknown_stop_reason). Calls in a message whose
+  ``role`` is not ``assistant`` → API_FAILURE(malformed_response): they could not be answered. An error
   with code ``context_length_exceeded`` (HTTP 400) → TRUNCATED (context_window_exceeded), raw_stop_reason
   the status (D32), as in openai-responses.
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
@@ -221,6 +222,12 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str, error_kind: str 
         # answer, and none of the turn's calls runs, since the turn cannot be answered whole.
         return turn(Finish.API_FAILURE, "unexpected_tool_call", Failure("status", False))
     if raw_reason in ("tool_calls", "function_call", "stop") and complete:
+        if message.get("role") != "assistant":
+            # The message goes back as received (D8), and only an assistant message's calls can be
+            # answered (check_request: a tool message for any other role answers an unknown id). So the
+            # turn fails now, before any handler runs, not on the next request (issue 3 §3).
+            failure = Failure("status", False, None, None, "message_role_not_assistant")
+            return turn(Finish.API_FAILURE, "malformed_response", failure)
         return turn(Finish.TOOL_PROPOSALS, None)
     if raw_reason == "stop":
         return turn(Finish.FINAL_TEXT, None)
