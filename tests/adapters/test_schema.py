@@ -273,16 +273,62 @@ def test_nested_objects_in_arrays_and_unions_are_transformed() -> None:
                     ]
                 },
             },
-            "pair": {"type": "array", "prefixItems": [{"type": "object", "properties": {}}]},
+            "pairs": {
+                "type": "array",
+                "items": {"type": "array", "items": {"type": "object", "properties": {}}},
+            },
         },
-        "required": ["items", "pair"],
+        "required": ["items", "pairs"],
     }
     out, ok = openai_strict(schema)
     assert ok
     assert_strict_shape(out)
     first = out["properties"]["items"]["items"]["anyOf"][0]
     assert first["required"] == ["a"]
-    assert out["properties"]["pair"]["prefixItems"][0]["additionalProperties"] is False
+    assert out["properties"]["pairs"]["items"]["items"]["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    "prop",
+    [
+        {"type": "string", "minLength": 1},  # pydantic Field(min_length=...), constr(max_length=...)
+        {"type": "string", "maxLength": 32},
+        # tuple[int, int]: prefixItems and no items ("array schema missing items")
+        {
+            "type": "array",
+            "prefixItems": [{"type": "integer"}, {"type": "integer"}],
+            "minItems": 2,
+            "maxItems": 2,
+        },
+        {"type": "array"},
+        {"type": ["array", "null"]},
+        {"type": "string", "pattern": "^(?!test)[a-z]+$"},  # lookahead: not in strict mode's regex dialect
+        {"type": "string", "pattern": "(?<=a)b"},
+    ],
+)
+def test_keywords_strict_mode_refuses_make_the_tool_non_strict_with_its_schema_as_written(
+    prop: dict[str, Any],
+) -> None:
+    """D9: a schema OpenAI strict mode refuses ("'minLength' is not permitted", "array schema missing
+    items") is declared strict: false, never sent strict to fail on the first call (review round 15)."""
+    schema = {"type": "object", "properties": {"p": prop}, "required": ["p"]}
+    out, ok = openai_strict(schema)
+    assert ok is False
+    assert out == schema
+
+
+@pytest.mark.parametrize(
+    "prop",
+    [
+        {"type": "string", "pattern": "^[a-z]+(?:-[a-z]+)*$"},
+        {"type": "string", "pattern": r"^\(?=$"},  # an escaped parenthesis, not a lookahead
+        {"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+        {"type": "integer", "minimum": 0, "maximum": 9},
+    ],
+)
+def test_keywords_strict_mode_takes_stay_strict(prop: dict[str, Any]) -> None:
+    _, ok = openai_strict({"type": "object", "properties": {"p": prop}, "required": ["p"]})
+    assert ok is True
 
 
 def test_open_additional_properties_is_not_strict() -> None:
@@ -323,7 +369,7 @@ def schemas(draw: st.DrawFn, depth: int = 0) -> tuple[dict[str, Any], bool]:
             sub = {"anyOf": [sub, {"type": "null"}], "default": None}
         elif style == "optional-nullable-list":
             base = sub.get("type") if isinstance(sub.get("type"), str) else "string"
-            sub, sub_ok = {"type": [base, "null"]}, True
+            sub, sub_ok = {"type": [base, "null"]}, base != "array"  # an array needs its items
         elif not _nullable(sub):
             ok = False
         ok = ok and sub_ok

@@ -9,8 +9,9 @@
   of silently changing its meaning.
 
   Strict mode also rejects a schema without a type (a field typed ``Any``), a fixed set of
-  keywords (``uniqueItems``, ``allOf``, ``not``, ``patternProperties``, ...: ``'X' is not permitted``)
-  and any ``format`` but ``date-time``, ``time``, ``date``, ``duration``, ``email``, ``hostname``,
+  keywords (``uniqueItems``, ``allOf``, ``not``, ``patternProperties``, ``minLength``/``maxLength``, ...:
+  ``'X' is not permitted``), an array without ``items`` (a tuple's ``prefixItems``), a ``pattern`` with
+  lookaround, and any ``format`` but ``date-time``, ``time``, ``date``, ``duration``, ``email``, ``hostname``,
   ``ipv4``, ``ipv6`` and ``uuid`` (pydantic's ``HttpUrl`` writes ``uri``: 400
   ``invalid_function_parameters``, "'uri' is not a valid format"); such a tool is declared
   ``strict: false`` too, with its schema otherwise as written. ``oneOf`` (pydantic's discriminated unions, whose
@@ -27,6 +28,7 @@ Both walk schemas keyword by keyword: names under ``properties`` are property na
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -138,15 +140,29 @@ def _admits_null(node: dict[str, Any]) -> bool:
     return False
 
 
+def _is_array(node: dict[str, Any]) -> bool:
+    t = node.get("type")
+    return t == "array" or (isinstance(t, list) and "array" in t)
+
+
+# a lookahead or lookbehind group, not an escaped parenthesis
+_LOOKAROUND = re.compile(r"(?<!\\)\(\?<?[=!]")
+
+
 def _is_object(node: dict[str, Any]) -> bool:
     t = node.get("type")
     return t == "object" or (isinstance(t, list) and "object" in t) or "properties" in node
 
 
-# Keywords OpenAI strict mode refuses ("'uniqueItems' is not permitted"): a schema using any of them
-# can only be declared non-strict.
+# Keywords OpenAI strict mode refuses ("'uniqueItems' is not permitted"; "'minLength' is not permitted":
+# strings take only pattern and format there): a schema using any of them can only be declared non-strict.
+# ``prefixItems`` (pydantic's fixed-length tuple) comes without ``items``, and strict mode refuses an array
+# schema without ``items`` ("array schema missing items").
 _NOT_STRICT = frozenset(
     {
+        "minLength",
+        "maxLength",
+        "prefixItems",
         "allOf",
         "not",
         "if",
@@ -200,6 +216,11 @@ def openai_strict(schema: dict[str, Any], tool: str = "?") -> tuple[dict[str, An
         fmt = node.get("format", "date-time")
         if not isinstance(fmt, str) or fmt not in STRICT_FORMATS:
             ok = False
+        if _is_array(node) and "items" not in node:
+            ok = False
+        pattern = node.get("pattern")
+        if pattern is not None and (not isinstance(pattern, str) or _LOOKAROUND.search(pattern)):
+            ok = False  # strict mode's regex dialect has no lookaround
         if _is_object(node):
             props = node.get("properties", {})
             if not isinstance(props, dict):
