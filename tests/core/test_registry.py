@@ -257,3 +257,17 @@ def test_is_async_follows_the_handler() -> None:
 
     assert not spec().is_async
     assert ToolSpec("a", "d", GetOrder, ahandler, "v1").is_async
+
+
+@pytest.mark.parametrize("root", [list[int], dict[str, int], int])
+def test_a_root_model_as_params_is_a_usage_error(root: Any) -> None:
+    """issue 2 §3 (params is a pydantic model of the arguments, a JSON object) and docs/reference.md
+    (ToolSpec misuse is a UsageError): a RootModel got past the BaseModel check and raised pydantic's
+    own PydanticUserError (review round 15)."""
+    from pydantic import RootModel
+
+    class Wrapped(RootModel[root]):  # type: ignore[valid-type,misc]
+        pass
+
+    with pytest.raises(UsageError, match="not a RootModel"):
+        ToolSpec(name="t", description="d", params=Wrapped, handler=lambda a, c: {}, schema_version="v1")

@@ -149,6 +149,13 @@ class ToolSpec:
             raise UsageError(f"ToolSpec {self.name!r}: risk must be one of {_VALID_RISKS}, not {self.risk!r}")
         if not (isinstance(self.params, type) and issubclass(self.params, BaseModel)):
             raise UsageError(f"ToolSpec {self.name!r}: params must be a pydantic BaseModel subclass")
+        if getattr(self.params, "__pydantic_root_model__", False):
+            # a tool's arguments are a JSON object of named fields (every provider declares them so);
+            # a RootModel has none, and pydantic refuses the strict config it would need
+            raise UsageError(
+                f"ToolSpec {self.name!r}: params must be a BaseModel with fields, not a RootModel "
+                f"({self.params.__name__}); use a model whose fields are the tool's arguments"
+            )
         for name, value, optional in (
             ("timeout_ms", self.timeout_ms, False),
             ("max_result_bytes", self.max_result_bytes, True),
