@@ -175,6 +175,12 @@ def decode_body(body: bytes | str | dict[str, Any]) -> tuple[Any, str]:
         raise ProtocolViolation(f"response body is not JSON: {exc}") from exc
 
 
+def text_or_none(value: Any) -> str | None:
+    """``value`` if it is a string, else None: a provider field read as a name (a type, an id) before a
+    set or dict lookup, where a list or object where the name goes would raise TypeError (unhashable)."""
+    return value if isinstance(value, str) else None
+
+
 def synthetic_response_id(raw_sha256: str) -> str:
     """D7: a missing response id becomes ``cb:`` + 16 hex digits of the raw bytes' SHA-256."""
     return "cb:" + raw_sha256[:16]
@@ -282,6 +288,62 @@ def failure_turn(
         raw_sha256=raw_sha256,
         failure=failure,
     )
+
+
+def _not_unicode(value: Any) -> bool:
+    """A string holding a surrogate code point: what a lone ``\\ud800`` escape in provider JSON decodes
+    to. It has no UTF-8 form, so RFC 8785 cannot hash it (``canonical._check_string``)."""
+    return isinstance(value, str) and not value.isascii() and _SURROGATE.search(value) is not None
+
+
+def readable_turn(turn: ModelTurn) -> ModelTurn:
+    """``turn``, or, when one of the strings that name it is not Unicode, API_FAILURE(malformed_response),
+    not retried, as other responses that cannot be read whole are (issue 3 §5, D1, D4).
+
+    Those strings are the ones the audit chain hashes (D20: the ``model_turn`` entry, the transitions,
+    approvals and results name the turn by them): the response id, the raw stop reason and reason, the
+    failure's error type and code, and every call's id and name. A lone surrogate in one made RFC 8785
+    refuse the entry: CanonicalizationError out of run/resume after the paid request, the operation left
+    MODEL_REQUESTED, and every resume paid for the same response again. Text, refusal and arguments are
+    not checked: text is kept as sent (stores write it escaped), arguments are refused per call
+    (INVALID_ARGUMENTS), and deltas may split a surrogate pair (``join_fragments``), so a single event
+    proves nothing; only the finished turn is judged. The failed turn keeps its text, refusal and usage
+    (D27); its calls and continuation go (no handler runs, nothing is resent), a response id that is not
+    Unicode becomes the D7 synthetic id, and a raw stop reason or error field that is not is kept with
+    its surrogates escaped (``\\ud800``), so the record still shows what came."""
+    failure = turn.failure
+    names = (turn.response_id, turn.raw_stop_reason, turn.reason)
+    errors = (failure.error_type, failure.error_code) if failure is not None else ()
+    if not any(_not_unicode(v) for v in (*names, *errors)) and not any(
+        _not_unicode(c.call_id) or _not_unicode(c.name) or _not_unicode(c.response_id) for c in turn.calls
+    ):
+        return turn
+    return replace(
+        turn,
+        response_id=synthetic_response_id(turn.raw_sha256)
+        if _not_unicode(turn.response_id)
+        else turn.response_id,
+        finish=Finish.API_FAILURE,
+        raw_stop_reason=_escaped(turn.raw_stop_reason),
+        reason="malformed_response",
+        calls=(),
+        continuation=(),
+        failure=Failure(
+            "status",
+            False,
+            failure.status if failure is not None else None,
+            _escaped(failure.error_type) if failure is not None else None,
+            "lone_surrogate",
+        ),
+    )
+
+
+def _escaped(value: str | None) -> str | None:
+    """``value`` with each surrogate code point written as its JSON escape (``\\ud800``)."""
+    if not _not_unicode(value):
+        return value
+    assert value is not None
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def stream_cut_turn(api: str, provenance: Provenance, raw_sha256: str, response_id: str | None) -> ModelTurn:

@@ -497,7 +497,7 @@ class GeminiGenerateAdapter:
         synthetic = {c.call_id for c in previous.calls if c.synthetic_id}
         for content in contents:
             for r in _parts_of(content, "functionResponse"):
-                if r.get("id") in synthetic:
+                if _real_id(r.get("id")) in synthetic:  # text only: an object id is unhashable
                     raise ProtocolViolation(f"synthetic call id {r.get('id')!r} was sent to Gemini (D7)")
 
 

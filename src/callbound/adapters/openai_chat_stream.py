@@ -182,8 +182,8 @@ class _Assembler:
         self._choice_error: dict[str, Any] | None = None  # choices[0].error (OpenRouter)
         self._usage: dict[str, Any] | None = None
         self._choice_usage: dict[str, Any] | None = None
-        self._finish_reason: str | None = None
-        self._blank: str | None = None  # a "" or "null" finish_reason seen (NO_FINISH), for finish()
+        self._finish_reason: Any = None  # as sent: text, or another JSON value (unknown)
+        self._blank: Any = None  # a "" or "null" finish_reason seen (NO_FINISH, or {}, [], 0), for finish()
         self._done = False
         self._error: dict[str, Any] | None = None
         self._total = 0
@@ -291,9 +291,14 @@ class _Assembler:
         # "null" on middle chunks are no finish_reason, as the openai SDK's truthiness test reads them:
         # latched, they hid the real "stop" that follows (never a success, D1, but never the answer).
         latch = self._finish_reason is None or reason == "content_filter"
-        if isinstance(reason, str) and reason not in NO_FINISH and latch:
+        # Not text ({}, [], 0, a number): no finish_reason callbound knows, never a set lookup of an
+        # unhashable value (TypeError, read as a connection error). One the SDK's truthiness test reads as
+        # unset ({}, [], 0) is a blank; any other is latched; either way it reads as the plain body's
+        # unknown stop reason, FAILED(UNKNOWN_STOP_REASON), unless a real one follows the blank.
+        unset = reason in NO_FINISH if isinstance(reason, str) else not reason
+        if not unset and latch:
             self._finish_reason = reason
-        elif reason in NO_FINISH:
+        elif unset and reason is not None:
             self._blank = reason
 
     def _ready(self) -> list[Progress]:

@@ -65,6 +65,7 @@ from .base import (
     rendered_tool_choice,
     result_text,
     synthetic_response_id,
+    text_or_none,
     with_extra_tools,
 )
 from .failures import map_failure, read_openai_error
@@ -146,16 +147,18 @@ def _pending_client_action(items: list[dict[str, Any]]) -> str | None:
     answer itself: a hosted shell_call comes with its shell_call_output or runs in OpenAI's container
     (``environment: {"type": "container_reference"}``), an approved MCP request with the mcp_call that
     names it, a server-side tool_search_call with execution "server"."""
-    if all(i.get("type") in _PLAIN_ITEMS for i in items):
+    # Types and ids are looked up as text only: a list or object there is unknown, never a TypeError.
+    if all(text_or_none(i.get("type")) in _PLAIN_ITEMS for i in items):
         return None  # the usual turn: messages, reasoning and function calls only
-    answered = {
-        i.get("call_id") for i in items if isinstance(i.get("type"), str) and i["type"].endswith("_output")
+    outputs = [i for i in items if isinstance(i.get("type"), str) and i["type"].endswith("_output")]
+    answered = {c for i in outputs if isinstance(c := i.get("call_id"), str)}  # no text: answers nothing
+    approved = {
+        a for i in items if i.get("type") == "mcp_call" and isinstance(a := i.get("approval_request_id"), str)
     }
-    approved = {i.get("approval_request_id") for i in items if i.get("type") == "mcp_call"}
     for item in items:
-        kind = item.get("type")
+        kind = text_or_none(item.get("type"))
         if kind == "mcp_approval_request":
-            waiting = item.get("id") not in approved
+            waiting = text_or_none(item.get("id")) not in approved
         else:
             client = (
                 (kind in CLIENT_ACTION_ITEMS and not _hosted_shell(item))
@@ -169,7 +172,7 @@ def _pending_client_action(items: list[dict[str, Any]]) -> str | None:
                     and item["call_id"] != ""
                 )
             )
-            waiting = client and item.get("call_id") not in answered
+            waiting = client and text_or_none(item.get("call_id")) not in answered
         if waiting:
             return str(kind)
     return None
@@ -536,8 +539,8 @@ class OpenAIResponsesAdapter:
         order: dict[str, None] = {}  # call ids, in the order their calls appear
         item_ids: dict[str, str] = {}  # fc_ item id -> call_id
         chained = answered_chain(body.get("previous_response_id"), previous, items)
-        replayed = {
-            item.get("call_id")
+        replayed = {  # text ids only: an object or list is no call id (and unhashable)
+            text_or_none(item.get("call_id"))
             for item in items
             if isinstance(item, dict) and item.get("type") == "function_call"
         }
@@ -571,7 +574,7 @@ class OpenAIResponsesAdapter:
                             f"function_call_output is keyed by the item id {cid!r}; "
                             f"use the call_id {item_ids[cid]!r}"
                         )
-                    if cid in later_calls:
+                    if isinstance(cid, str) and cid in later_calls:
                         raise ProtocolViolation(f"function_call_output for {cid!r} comes before its call")
                     hint = "" if previous is not None or not chained else " (previous turn not given)"
                     raise ProtocolViolation(f"function_call_output for unknown call_id {cid!r}{hint}")

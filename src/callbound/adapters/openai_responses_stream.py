@@ -216,6 +216,10 @@ class _Assembler:
         if not isinstance(event, dict) or self._aborted or self._terminal is not None:
             return []  # after the terminal event nothing changes the turn (``complete``)
         kind = event.get("type") or event.get("_event")
+        if not isinstance(kind, str):
+            # A type that is no text (a list or object) names no event callbound knows: ignored as an
+            # unknown type is, never looked up in a set (TypeError, which a run read as a lost connection).
+            return []
         if kind in ("response.created", "response.in_progress", "response.queued"):
             resp = event.get("response")
             if isinstance(resp, dict):
@@ -439,7 +443,7 @@ class _Assembler:
                 same = (in_snapshot.get(item_id) if item_id else None) or by_call_id.get(call_id or "")
                 item = self._with_snapshot_arguments(item, same)
             if item is None and i < len(snap) and isinstance(snap[i], dict):
-                item = snap[i] if snap[i].get("id") not in streamed or i in self._items else None
+                item = snap[i] if _str(snap[i].get("id")) not in streamed or i in self._items else None
             if item is None and i in self._items:
                 # Never done, but the snapshot may hold it at another position (gaps, as above).
                 key = self._items[i].get("id")

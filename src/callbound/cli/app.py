@@ -415,7 +415,10 @@ def parse_cmd(
         result = parse_input(api, data)
     except CallboundError as exc:
         raise _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
-    sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+    text = json.dumps(result, ensure_ascii=False)
+    # A lone surrogate escape in the response (text may hold one, as read) has no UTF-8 form: written as
+    # the same JSON escape, the line stays JSON that loads back equal (issue 3 §5, D28: exit 0).
+    sys.stdout.write(text.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
 
 
 @app.command("worker")

@@ -21,6 +21,10 @@ The turn shown is the turn a run would get from the same bytes, with the default
   first event, and the message says so: parse shows no turn made of nothing. A first event over
   ``max_body_bytes`` is no such input: its turn is TRUNCATED(response_too_large), as in a run.
 
+A turn whose response id, stop reason, error type or code, or a call's id or name holds a lone surrogate
+(a ``\\ud800`` escape with no partner) is shown as a run gets it: API_FAILURE(malformed_response),
+``error_code`` ``lone_surrogate``. Text with one is shown as read, the surrogate written as its escape.
+
 Besides the turn's fields, ``error_code`` is printed when the turn failed with one: the provider's
 error code, or, for a byte cap (TRUNCATED(arguments_too_large / response_too_large)), the
 ``StreamCaps`` setting that tripped: ``max_call_bytes``, ``max_response_bytes`` or ``max_body_bytes``.
@@ -34,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..adapters import get as get_adapter
-from ..adapters.base import Adapter, StreamCaps
+from ..adapters.base import Adapter, StreamCaps, readable_turn
 from ..adapters.sse import DONE, looks_like_stream
 from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
@@ -85,6 +89,9 @@ _STREAM_EVENT: dict[str, Callable[[dict[str, Any]], bool]] = {
 
 
 def turn_json(turn: ModelTurn) -> dict[str, Any]:
+    # As a run receives it (``Runner._request_model``): a turn named by strings that are not Unicode (a
+    # lone surrogate escape in an id or stop reason) is API_FAILURE(malformed_response) there too.
+    turn = readable_turn(turn)
     out = {
         "api": turn.api,
         "response_id": turn.response_id,

@@ -15,6 +15,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..adapters.base import readable_turn
 from ..core.approvals import Decision, PendingApproval
 from ..core.audit import AuditEvent
 from ..core.canonical import sha256_hex
@@ -472,6 +473,7 @@ class Runner:
                 "build it with the adapter (self.adapter.parse_response(body) or its stream_assembler)"
             )
         check_turn_usage(self.model, turn.usage)
+        turn = readable_turn(turn)  # ids the audit cannot hash: a malformed response, not a crash (D4)
         # The request's own time counts first: one that used up the deadline stops its calls (D14).
         self._tick(op)
         op.model_requests += 1
