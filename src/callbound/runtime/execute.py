@@ -35,7 +35,7 @@ from .claims import queue as _ledger
 from .crash import crash_point, ledger_disabled
 from .operation import DONE, PLANNED, RUNNING, UNKNOWN, CallRecord, Operation
 from .repeats import TurnRuns
-from .tools import HandlerOutcome, to_jsonable, turn_slots
+from .tools import HandlerOutcome, linger_for, to_jsonable, turn_slots
 from .turn_deadline import (
     ReadGate,
     ctx_for,
@@ -450,9 +450,16 @@ async def _run_write(
     crash_point("after_ledger_started", spec.name)
     # Fix: CallContext.attempt was always 1; a write run again after NotApplied (ledger FAILED) now
     # sees the ledger's attempt number.
-    outcome: HandlerOutcome = await runner.executor.run(
-        spec.handler, args, ctx_for(runner, op, rec, spec, attempts), timeout_for(runner, op, spec)
-    )
+    try:
+        outcome: HandlerOutcome = await runner.executor.run(
+            spec.handler, args, ctx_for(runner, op, rec, spec, attempts), timeout_for(runner, op, spec)
+        )
+    except asyncio.CancelledError:
+        # The run is cancelled: an async handler's task ends, work it handed to a thread goes on.
+        # Nobody may reconcile before the grace a timeout gives it (below): the lease is held (D16).
+        if is_async_callable(spec.handler):
+            linger_for(op.operation_id, runner.executor.grace_s)
+        raise
     crash_point("after_effect_before_result_commit", spec.name)
     rec.producer = "handler"
     if outcome.kind == "ok":
@@ -478,8 +485,14 @@ async def _run_write(
         # Cancelling an async handler stops its task, not work it handed to a thread
         # (asyncio.to_thread around a blocking client), which may still apply the effect: asked at
         # once, reconcile would find nothing, answer "not applied", and the model's retry would pay
-        # twice. Give it the grace a sync handler's thread gets (D16) before asking.
-        await asyncio.sleep(runner.executor.grace_s)
+        # twice. Give it the grace a sync handler's thread gets (D16) before asking; a run cancelled
+        # in this wait holds the lease for what is left of it (review round 15, r8).
+        grace_end = asyncio.get_running_loop().time() + runner.executor.grace_s
+        try:
+            await asyncio.sleep(runner.executor.grace_s)
+        except asyncio.CancelledError:
+            linger_for(op.operation_id, grace_end - asyncio.get_running_loop().time())
+            raise
     await _reconcile(
         runner, op, turn, rec, spec, attempts, TIMEOUT if outcome.kind == "timeout" else HANDLER_ERROR
     )

@@ -124,9 +124,10 @@ async def driving(store: Any, operation_id: str, lease_s: float) -> AsyncIterato
 def give_up(store: Any, operation_id: str, owner: str, fence: int, lease_s: float) -> None:
     """Release the lease at the end of a drive, unless a handler of the operation still runs in this
     process: a sync handler whose run was cancelled (a server's request timeout, a client gone) goes on
-    in its thread. Released, the operation (EXECUTING, its write STARTED) was claimed by a worker or
-    resumed at once, reconciled while the payment was in flight, and paid again (D16: never reconcile
-    while the original may still run). A daemon thread renews the lease until those handlers end, then
+    in its thread, an async write's work handed to a thread for its grace period (tools.linger_for).
+    Released, the operation (EXECUTING, its write STARTED) was claimed by a worker or resumed at once,
+    reconciled while the payment was in flight, and paid again (D16: never reconcile while the
+    original may still run). A daemon thread renews the lease until those handlers end, then
     releases it; a process that exits takes them with it, and the lease expires as after a crash."""
     from .tools import lingering  # tools → threads; lease is imported by the runner before either
 
@@ -136,7 +137,8 @@ def give_up(store: Any, operation_id: str, owner: str, fence: int, lease_s: floa
             store.release(operation_id, fence)
         return
     log.warning(
-        "operation %s: %d handler(s) still running after the drive ended; its lease is held until they end",
+        "operation %s: %d handler(s) still running (or in their grace period) after the drive ended; "
+        "its lease is held until they end",
         operation_id,
         len(alive),
     )

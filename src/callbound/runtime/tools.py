@@ -19,6 +19,7 @@ import contextlib
 import contextvars
 import inspect
 import threading
+import time
 import weakref
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
@@ -275,9 +276,32 @@ def _linger_task(operation_id: str, task: asyncio.Task[Any]) -> None:
     _linger(operation_id, done)
 
 
+def linger_for(operation_id: str, grace_s: float) -> None:
+    """Hold the operation's lease (lease.give_up) for ``grace_s`` after every handler of it still
+    lingering in this process has ended. For an async write whose run was cancelled: cancelling its
+    task does not stop work it handed to a thread (``asyncio.to_thread`` around a blocking client),
+    which may still pay. After a timeout, callbound waits the grace period before reconcile asks
+    (execute._run_write); a cancelled run gave none, the lease went at once, and a resume reconciled
+    the payment in flight, heard "not applied", and paid again (D16, D18; review round 15, r8).
+    Only cancelled runs get here: one daemon thread each, nothing on the normal path."""
+    done = threading.Event()
+    with _lingering_lock:
+        before = [e for e in _lingering.get(operation_id, ()) if not e.is_set()]
+        _lingering.setdefault(operation_id, []).append(done)
+
+    def hold() -> None:
+        for handler_done in before:  # a task that caught the cancellation goes on: the grace follows it
+            handler_done.wait()
+        time.sleep(max(grace_s, 0.0))
+        done.set()
+
+    threading.Thread(target=hold, name=f"callbound-grace-{operation_id}", daemon=True).start()
+
+
 def lingering(operation_id: str) -> list[threading.Event]:
     """The handler threads of ``operation_id`` in this process that outlived a cancelled run and still
-    run (each event is set when its handler returns)."""
+    run (each event is set when its handler returns), and the grace periods still running of its
+    cancelled async writes (``linger_for``)."""
     with _lingering_lock:
         alive = [e for e in _lingering.pop(operation_id, []) if not e.is_set()]
         if alive:
