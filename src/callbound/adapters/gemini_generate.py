@@ -13,6 +13,7 @@
   ``reason`` is the raw value lower-cased.
 - Continuation (D8): the candidate's ``content`` exactly as received (part order, ``thoughtSignature`` on
   the part it came on). Only a missing ``role`` is filled in (``model``): a multi-turn request needs it.
+  Calls in a content whose role is another → API_FAILURE(malformed_response): they could not be answered.
 - Results: one ``user`` content holding one ``functionResponse`` part per functionCall part, in call
   order, whose ``response`` is the ``model_result`` object itself (D8). Gemini refuses fewer response
   parts than call parts, so each part of a repeated call id gets that id's one result (D7).
@@ -215,6 +216,12 @@ def turn_from_body(
     if raw == "STOP":
         if truncated_reason:
             return turn(Finish.TRUNCATED, raw, truncated_reason)
+        if calls and continuation and continuation[0].get("role") != "model":
+            # The content goes back as received (D8), and Gemini takes functionCall parts in a
+            # model-role content only (check_request): the calls could never be answered, so the turn
+            # fails now, before any handler runs, not on the next request (issue 3 §3; review round 15).
+            failure = Failure("status", False, None, None, "content_role_not_model")
+            return turn(Finish.API_FAILURE, raw, "malformed_response", failure)
         return turn(Finish.TOOL_PROPOSALS if calls else Finish.FINAL_TEXT, raw, None)
     if raw == "MAX_TOKENS":
         return turn(Finish.TRUNCATED, raw, "max_tokens")
