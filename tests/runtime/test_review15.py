@@ -91,3 +91,25 @@ def test_the_created_transition_is_logged_and_shown_to_on_transition(
     assert logged == seen
     first = next(r for r in caplog.records if getattr(r, "cause", None) == "created")
     assert (first.operation_id, first.tenant, first.subject) == (out.operation_id, "acme", "u")  # type: ignore[attr-defined]
+
+
+def test_a_run_the_store_refuses_announces_no_created_transition(caplog: pytest.LogCaptureFixture) -> None:
+    """D29 (regression review of db3e8ee): the created transition is announced once stored; a second
+    run under an operation id already used raises OperationExists, and no transition happened."""
+    seen: list[tuple[str, str]] = []
+    h = make([final("r1"), final("r2")], [], on_transition=lambda op_id, t: seen.append((op_id, t.cause)))
+    h.runner.run_sync("hi", tenant="acme", subject="u", operation_id="op-fixed")
+    seen.clear()
+    with caplog.at_level(logging.INFO, logger="callbound"), pytest.raises(cb.OperationExists):
+        h.runner.run_sync("hi", tenant="acme", subject="u", operation_id="op-fixed")
+    assert seen == []
+    assert not [r for r in caplog.records if getattr(r, "cause", None) == "created"]
+    h.runner.submit("hi", tenant="acme", subject="u", operation_id="op-queued")
+    assert seen == [("op-queued", "created")]
+
+
+def test_no_input_with_instructions_only_is_sent() -> None:
+    """Instructions alone are a request (a Chat system message, Responses instructions): whether the
+    provider takes them is its call, not a UsageError (regression review of c1a4f00)."""
+    h = make([final("r1")], [], instructions="Say hello.")
+    assert h.runner.run_sync(None, tenant="acme", subject="u").state == cb.State.COMPLETED

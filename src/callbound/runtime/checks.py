@@ -330,7 +330,8 @@ def check_new_operation(
 ) -> None:
     """``run``/``submit``: tenant and subject name who the operation acts for (D10, D17) and are stored,
     compared and shown as text; so are the operation id and the input. ``has_messages``: the runner
-    holds earlier messages (``Runner(messages=...)``), so ``input=None`` still asks something."""
+    holds earlier messages or instructions (``Runner(messages=..., instructions=...)``), so
+    ``input=None`` still sends something (whether the provider takes instructions alone is its call)."""
     for name, value in (("tenant", tenant), ("subject", subject)):
         if not isinstance(value, str) or not value:
             raise UsageError(f"run() needs a tenant and a subject as non-empty str; {name} is {value!r}")
@@ -347,11 +348,11 @@ def check_new_operation(
         # and for any model it asks nothing
         raise UsageError("input is empty; pass the user's text, or None to send no new user message")
     if input is None and not has_messages:
-        # an empty transcript: every provider refuses it (Anthropic "messages: at least one message is
+        # an empty request: every provider refuses it (Anthropic "messages: at least one message is
         # required", Gemini "contents is not specified"), so it would end FAILED after it was stored
         raise UsageError(
-            "nothing to ask: input is None and the runner has no earlier messages; pass input='...' or "
-            "Runner(messages=[...])"
+            "nothing to ask: input is None and the runner has no earlier messages or instructions; pass "
+            "input='...' or Runner(messages=[...])"
         )
     for name, value in (("tenant", tenant), ("subject", subject), ("operation_id", operation_id)):
         check_text(name, value)

@@ -157,6 +157,7 @@ class Runner:
     ) -> Outcome:
         op = self._new_operation(input, tenant, subject, operation_id)
         await self._flush(op)
+        self._announce(op, op.machine.history[0], {})  # once stored: a refused run was never created
         try:
             async with driving(self.store, op.operation_id, self.lease_s) as fence:
                 if fence is not None:
@@ -172,6 +173,7 @@ class Runner:
         """Queue an operation for workers without running it (D21)."""
         op = self._new_operation(input, tenant, subject, operation_id)
         self._commit_sync(op)
+        self._announce(op, op.machine.history[0], {})
         return op.operation_id
 
     async def resume(self, operation_id: str, decisions: Sequence[Decision] | Decision = ()) -> Outcome:
@@ -246,7 +248,7 @@ class Runner:
     def _new_operation(
         self, input: str | None, tenant: str, subject: str, operation_id: str | None
     ) -> Operation:
-        check_new_operation(input, tenant, subject, operation_id, bool(self.messages))
+        check_new_operation(input, tenant, subject, operation_id, bool(self.messages or self.instructions))
         now = self.clock.now()
         op = Operation(
             operation_id=operation_id or self.ids.new_id("op"),
@@ -272,7 +274,6 @@ class Runner:
             self.audit_key,
         )
         op.append_items(self.adapter.initial_items(input, self.messages))
-        self._announce(op, op.machine.history[0], {})
         return op
 
     def _load(self, operation_id: str) -> Operation:
