@@ -203,3 +203,72 @@ async def test_f1_the_deadline_spent_between_an_approval_and_its_call_still_runs
     out = await h.runner.resume(out.operation_id, [cb.Decision.approve(p.approval_id, approver="alice")])
     assert (out.state, out.reason) == (cb.State.STOPPED, "DEADLINE")
     assert not resuming and refunds.n == 0 and len(h.model.requests) == 1
+
+
+async def test_f2_reads_side_by_side_after_the_deadline_stay_planned_whatever_the_thread_timing() -> None:
+    """Regression review of 871a0f9 (r7): with the time spent, a read's timeout is cut to 0, and a sync
+    job could be withdrawn by its timer before the gate in its thread ran: sealed TIMEOUT ("did not start
+    within 0s") and left out of the escalation. Now the gate is asked on the loop first, and a job
+    withdrawn unstarted once the time ran out stays PLANNED too (D14). Repeated: it was a race."""
+    for _ in range(20):
+        clock = FakeClock()
+        started: list[str] = []
+
+        def handler(
+            args: Any, ctx: cb.CallContext, started: list[str] = started, clock: FakeClock = clock
+        ) -> dict[str, Any]:
+            started.append(args.order_id)
+            if args.order_id == "slow":
+                clock.advance(400)
+            return {"o": args.order_id}
+
+        script = [
+            calls(
+                "r1",
+                fc("c1", "get_order", {"order_id": "slow"}),
+                fc("c2", "get_order", {"order_id": "A2"}),
+                fc("c3", "get_order", {"order_id": "A2"}),
+                fc("c4", "get_order", {"order_id": "A3"}),
+            ),
+            final("r2"),
+        ]
+        tool = get_order_tool(handler=handler, timeout_ms=10**9)
+        h = make(script, [tool], budgets=cb.Budgets(deadline_s=300, max_parallel=2), clock=clock)
+        out = await h.run()
+        assert (out.state, out.reason, started) == (cb.State.STOPPED, "DEADLINE", ["slow"])
+        assert (out.escalation or {})["call_ids"] == ["c2", "c3", "c4"]
+
+
+async def test_a_deadline_stop_in_a_turn_names_the_unrun_calls_tools_and_the_handled_ones_effects() -> None:
+    """docs/stop-reasons.md, every escalation record names the turn: response_id, call_ids, tools, and
+    effects for calls handled (issue 2 §5). A write that used up the deadline beside a call waiting for
+    approval: the stop named only the waiting call's id; the applied write, whose result never reaches
+    the model, was not named at all (regression review of 871a0f9, r7)."""
+    clock = FakeClock()
+    notes = Counter()
+
+    def set_note(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        notes.calls.append(args.order_id)
+        clock.advance(400)
+        return {"noted": args.order_id}
+
+    script = [
+        calls(
+            "r1",
+            fc("c1", "set_note", {"order_id": "A1"}),
+            fc("c2", "refund", {"order_id": "A1", "amount": 5.0}),
+        ),
+        final("r2"),
+    ]
+    h = make(
+        script,
+        [write_tool(notes, handler=set_note), refund_tool()],
+        budgets=cb.Budgets(deadline_s=300),
+        clock=clock,
+    )
+    out = await h.run()
+    assert (out.state, out.reason, notes.n) == (cb.State.STOPPED, "DEADLINE", 1)
+    esc = out.escalation or {}
+    assert (esc["response_id"], esc["call_ids"], esc["tools"]) == ("r1", ["c2"], ["refund"])
+    assert esc["handled"] == [{"call_id": "c1", "tool": "set_note", "effect": "applied"}]
+    assert out.pending_approvals == ()

@@ -335,14 +335,16 @@ async def _run_read(
         # and the turn stops DEADLINE, as before a write. One of several may first wait for a slot
         # (D15), so its gate checks in the executor, just before the handler; one alone, here.
         gated = None if gate is None else gate.wrap(spec.handler)
-        if gated is None and deadline_stop(runner, op) is not None:
+        # On the loop first too: with the time spent the timeout below is 0, and a sync job could be
+        # withdrawn by its timer before the gate in its thread ran (review round 15, r7).
+        if gate.spent() if gate is not None else deadline_stop(runner, op) is not None:
             op.spent.identical[key] -= 1
             return
         rec.status = RUNNING
         outcome = await runner.executor.run(
             gated or spec.handler, args, ctx_for(runner, op, rec, spec), timeout_for(runner, op, spec)
         )
-        if gated is not None and gated.refused:
+        if gated is not None and gated.never_ran(outcome.started):
             rec.status = PLANNED
             op.spent.identical[key] -= 1
             return

@@ -3,7 +3,7 @@ deadline (D14), with C1 durable before any handler (D18) and unknown write outco
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.guards import Stop
 from ..core.idempotency import LedgerEntry, LedgerStatus
@@ -114,13 +114,14 @@ def _stop_before_handlers(runner: Runner, op: Operation, stop: Stop) -> None:
         rec, entry = starting
         op.pending_ledger = [e for e in op.pending_ledger if e is not entry]
         rec.status = PLANNED
-    runner._stop(
-        op,
-        stop.reason,
-        stop.detail,
-        # the calls that do not run: planned, or still waiting for their approval
-        call_ids=[r.call_id for r in op.current.records if r.status in (PLANNED, WAITING)],
-    )
+    # The calls that do not run (planned, or still waiting for their approval), and those of the turn
+    # that did, with their effects: an applied write's result never reaches the model (issue 2 §5).
+    unrun = [r for r in op.current.records if r.status in (PLANNED, WAITING)]
+    extra: dict[str, Any] = {"call_ids": [r.call_id for r in unrun], "tools": [r.tool for r in unrun]}
+    handled = [r for r in op.current.records if r.status not in (PLANNED, WAITING)]
+    if handled:
+        extra["handled"] = [{"call_id": r.call_id, "tool": r.tool, "effect": r.effect} for r in handled]
+    runner._stop(op, stop.reason, stop.detail, **extra)
 
 
 def _starting_write(op: Operation) -> tuple[CallRecord, LedgerEntry] | None:

@@ -110,6 +110,11 @@ class GatedHandler:
     def __call__(self, args: Any, ctx: CallContext) -> Any:
         raise NotImplementedError  # _SyncGated or _AsyncGated, by the handler's kind
 
+    def never_ran(self, started: bool) -> bool:
+        """Refused by the gate, or withdrawn unstarted (its timeout, cut to the time left, ran out
+        while it waited for a thread): either way it never ran, and stays PLANNED."""
+        return self.refused or (not started and self._gate.spent())
+
     def _may_start(self) -> bool:
         self.refused = self._gate.spent()
         return not self.refused
