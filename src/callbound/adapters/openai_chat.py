@@ -13,7 +13,8 @@
   present (forced tool_choice ends with ``stop``), else FINAL_TEXT; ``length`` → TRUNCATED;
   Mistral's ``model_length`` → TRUNCATED(context_window_exceeded); ``content_filter`` → REFUSAL;
   anything else, ``""`` included, or none → API_FAILURE(unknown_stop_reason). Calls in a message whose
-  ``role`` is not ``assistant`` → API_FAILURE(malformed_response): they could not be answered. An error
+  ``role`` is another than ``assistant`` → API_FAILURE(malformed_response): they could not be answered
+  (a missing or null role is filled in as ``assistant``, as in a stream). An error
   with code ``context_length_exceeded`` (HTTP 400) → TRUNCATED (context_window_exceeded), raw_stop_reason
   the status (D32), as in openai-responses.
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
@@ -174,6 +175,10 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str, error_kind: str 
         choice = next((c for c in choices if is_first_choice(c)), {})
     raw_message = choice.get("message")
     message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
+    if message and message.get("role") is None:
+        # Some compatible servers leave the role out; the stream assembler reads it as "assistant" too,
+        # and a multi-turn request needs it (as Gemini's missing role is filled in as "model").
+        message = {"role": "assistant", **{k: v for k, v in message.items() if k != "role"}}
     finish_reason = choice.get("finish_reason")
     raw_reason = finish_reason if isinstance(finish_reason, str) else None
     error = choice.get("error") if isinstance(choice.get("error"), dict) else resp.get("error")
