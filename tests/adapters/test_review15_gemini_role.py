@@ -71,3 +71,19 @@ def test_a_model_role_or_none_still_runs(role: Any) -> None:
     assert GEMINI.parse_response(_body(role)).finish is Finish.TOOL_PROPOSALS
     out, ran = _run(_body(role))
     assert (out.state.value, ran) == ("COMPLETED", ["A1"])
+
+
+@pytest.mark.parametrize("name", [None, 5, ""], ids=["missing", "number", "empty"])
+def test_a_call_without_a_name_fails_the_turn_before_any_handler_runs(name: Any) -> None:
+    """An id-less Gemini call is answered by name and position (issue 3 §3): one without a name can never
+    be, and its siblings ran before the next request was refused (regression review, round 15, r9)."""
+    body = _body("model")
+    nameless: dict[str, Any] = {"args": {"order_id": "B2"}}
+    if name is not None:
+        nameless["name"] = name
+    body["candidates"][0]["content"]["parts"].append({"functionCall": nameless})
+    turn = GEMINI.parse_response(body)
+    assert (turn.finish, turn.reason) == (Finish.API_FAILURE, "malformed_response")
+    assert turn.failure is not None and turn.failure.error_code == "call_without_name"
+    out, ran = _run(body)
+    assert (out.state.value, out.reason, ran) == ("FAILED", "MALFORMED_RESPONSE", [])

@@ -151,9 +151,12 @@ def gemini(case: str) -> dict[str, Any]:
             "usageMetadata": {"promptTokenCount": 5},
         }
     parts: list[dict[str, Any]] = [{"text": "hello"}]
-    if variant == "calls":
+    if variant in ("calls", "notmodel"):
         parts = [{"functionCall": {"name": "get_order", "args": CALL_ARGS}}]
-    cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "finishReason": raw, "index": 0}
+    if variant == "noname":
+        parts = [{"functionCall": {"args": CALL_ARGS}}]
+    role = "user" if variant == "notmodel" else "model"
+    cand: dict[str, Any] = {"content": {"role": role, "parts": parts}, "finishReason": raw, "index": 0}
     if variant == "noparts":
         cand = {"content": {"role": "model"}, "finishReason": raw, "index": 0}
     return {

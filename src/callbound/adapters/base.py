@@ -154,13 +154,20 @@ def body_bytes(body: bytes | str | dict[str, Any]) -> bytes:
     if isinstance(body, bytes):
         return body
     if isinstance(body, str):
-        return body.encode("utf-8")
-    if _wire_encode is None:  # pragma: no cover - an interpreter without the _json accelerator
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        text = body
+    elif _wire_encode is None:  # pragma: no cover - an interpreter without the _json accelerator
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    else:
+        try:
+            text = "".join(_wire_encode(body, 0))
+        except RecursionError:
+            raise ValueError("Circular reference detected (or a body nested too deep)") from None
     try:
-        return "".join(_wire_encode(body, 0)).encode("utf-8")
-    except RecursionError:
-        raise ValueError("Circular reference detected (or a body nested too deep)") from None
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # a lone surrogate (a "\ud800" escape decoded by whoever built the dict or str) has no UTF-8
+        # form: written as the escape it came as, which JSON reads back as the same string
+        return text.encode("utf-8", "backslashreplace")
 
 
 def decode_body(body: bytes | str | dict[str, Any]) -> tuple[Any, str]:
@@ -297,32 +304,54 @@ def _not_unicode(value: Any) -> bool:
 
 
 def readable_turn(turn: ModelTurn) -> ModelTurn:
-    """``turn``, or, when one of the strings that name it is not Unicode, API_FAILURE(malformed_response),
-    not retried, as other responses that cannot be read whole are (issue 3 §5, D1, D4).
+    """``turn``, or, when a string that names it is not Unicode, the same turn with that string escaped,
+    or API_FAILURE(malformed_response) (``error_code`` ``lone_surrogate``, not retried) when it would have
+    run calls or been resent (issue 3 §5, D1, D4).
 
-    Those strings are the ones the audit chain hashes (D20: the ``model_turn`` entry, the transitions,
-    approvals and results name the turn by them): the response id, the raw stop reason and reason, the
-    failure's error type and code, and every call's id and name. A lone surrogate in one made RFC 8785
-    refuse the entry: CanonicalizationError out of run/resume after the paid request, the operation left
-    MODEL_REQUESTED, and every resume paid for the same response again. Text, refusal and arguments are
-    not checked: text is kept as sent (stores write it escaped), arguments are refused per call
-    (INVALID_ARGUMENTS), and deltas may split a surrogate pair (``join_fragments``), so a single event
-    proves nothing; only the finished turn is judged. The failed turn keeps its text, refusal and usage
-    (D27); its calls and continuation go (no handler runs, nothing is resent), a response id that is not
-    Unicode becomes the D7 synthetic id, and a raw stop reason or error field that is not is kept with
-    its surrogates escaped (``\\ud800``), so the record still shows what came."""
+    The strings that name a turn are the ones the audit chain hashes (D20: the ``model_turn`` entry, the
+    transitions, approvals and results name the turn by them): the response id, the raw stop reason and
+    reason, the failure's error type and code, and every call's id and name. A lone surrogate in one made
+    RFC 8785 refuse the entry: CanonicalizationError out of run/resume after the paid request, the
+    operation left MODEL_REQUESTED, and every resume paid for the same response again. A turn whose
+    calls run or that pauses is resent (D8): its continuation must hold none either, for JSON encoders
+    that write UTF-8 (the SDKs' httpx) cannot send one, and the loop would stop after the handlers paid.
+    Text, refusal and arguments are not otherwise checked: text is kept as sent (stores write it
+    escaped), arguments are refused per call (INVALID_ARGUMENTS), and deltas may split a surrogate pair
+    (``join_fragments``), so a single event proves nothing; only the finished turn is judged.
+
+    A failure, truncation or refusal stays what it was (a 429 is still retried, D26), its naming strings
+    escaped (``\\ud800``) and its calls dropped; any other turn fails: it keeps its text, refusal and usage
+    (D27), loses its calls and continuation (no handler runs, nothing is resent). A response id that is
+    not Unicode becomes the D7 synthetic id."""
     failure = turn.failure
     names = (turn.response_id, turn.raw_stop_reason, turn.reason)
     errors = (failure.error_type, failure.error_code) if failure is not None else ()
-    if not any(_not_unicode(v) for v in (*names, *errors)) and not any(
-        _not_unicode(c.call_id) or _not_unicode(c.name) or _not_unicode(c.response_id) for c in turn.calls
+    resent = turn.finish in (Finish.TOOL_PROPOSALS, Finish.CONTINUE) and _holds_surrogate(turn.continuation)
+    if (
+        not resent
+        and not any(_not_unicode(v) for v in (*names, *errors))
+        and not any(
+            _not_unicode(c.call_id) or _not_unicode(c.name) or _not_unicode(c.response_id) for c in turn.calls
+        )
     ):
         return turn
+    rid = synthetic_response_id(turn.raw_sha256) if _not_unicode(turn.response_id) else turn.response_id
+    if turn.finish in (Finish.API_FAILURE, Finish.TRUNCATED, Finish.REFUSAL):
+        return replace(
+            turn,
+            response_id=rid,
+            raw_stop_reason=_escaped(turn.raw_stop_reason),
+            reason=_escaped(turn.reason),
+            calls=(),
+            failure=None
+            if failure is None
+            else replace(
+                failure, error_type=_escaped(failure.error_type), error_code=_escaped(failure.error_code)
+            ),
+        )
     return replace(
         turn,
-        response_id=synthetic_response_id(turn.raw_sha256)
-        if _not_unicode(turn.response_id)
-        else turn.response_id,
+        response_id=rid,
         finish=Finish.API_FAILURE,
         raw_stop_reason=_escaped(turn.raw_stop_reason),
         reason="malformed_response",
@@ -336,6 +365,17 @@ def readable_turn(turn: ModelTurn) -> ModelTurn:
             "lone_surrogate",
         ),
     )
+
+
+def _holds_surrogate(value: Any) -> bool:
+    """Any string in ``value`` (nested dicts and lists, keys too) that is not Unicode."""
+    if isinstance(value, str):
+        return _not_unicode(value)
+    if isinstance(value, dict):
+        return any(_not_unicode(k) or _holds_surrogate(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_surrogate(v) for v in value)
+    return False
 
 
 def _escaped(value: str | None) -> str | None:

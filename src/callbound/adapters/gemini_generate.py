@@ -132,6 +132,15 @@ def finish_reason_text(value: Any) -> str | None:
     return str(value) if type(value) is int else None
 
 
+def _nameless(parts: list[Any]) -> bool:
+    """A functionCall part whose name is no non-empty string."""
+    for part in parts:
+        fc = part.get("functionCall") if isinstance(part, dict) else None
+        if isinstance(fc, dict) and not (isinstance(fc.get("name"), str) and fc["name"]):
+            return True
+    return False
+
+
 def turn_from_body(
     resp: dict[str, Any],
     raw_sha256: str,
@@ -216,6 +225,11 @@ def turn_from_body(
     if raw == "STOP":
         if truncated_reason:
             return turn(Finish.TRUNCATED, raw, truncated_reason)
+        if calls and _nameless(parts):
+            # An id-less call is answered by name and position (functionResponse.name): one without a
+            # name can never be, so none of the turn's calls runs (issue 3 §3; review round 15, r9).
+            failure = Failure("status", False, None, None, "call_without_name")
+            return turn(Finish.API_FAILURE, raw, "malformed_response", failure)
         if calls and continuation and continuation[0].get("role") != "model":
             # The content goes back as received (D8), and Gemini takes functionCall parts in a
             # model-role content only (check_request): the calls could never be answered, so the turn

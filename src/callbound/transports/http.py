@@ -166,7 +166,13 @@ class HttpModel:
     ) -> ModelTurn:
         url = self.url(body, stream=stream)
         headers = self.request_headers(stream=stream)
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        try:
+            content = text.encode("utf-8")
+        except UnicodeEncodeError:
+            # a lone surrogate (a provider's unpaired \ud800, carried back as received, D8) has no UTF-8
+            # form: sent as the JSON escape it came as, with the rest of the body escaped alike
+            content = json.dumps(body, separators=(",", ":")).encode("ascii")
         model = self._model_name(body)
         timeout = effective_timeout(meta.timeout_s, self.timeout_s)
         request = self._send(url, headers, content, stream, model, timeout, on_progress)
