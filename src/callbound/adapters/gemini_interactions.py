@@ -8,7 +8,13 @@
   calls else FINAL_TEXT; ``incomplete`` → TRUNCATED (``max_tokens`` when the details say so, else
   ``incomplete``); ``budget_exceeded`` and ``requires_continuation`` → TRUNCATED (reason the status);
   ``failed`` → API_FAILURE; ``cancelled`` → API_FAILURE fatal; anything else (``in_progress``,
-  ``queued``, ``idle``: not terminal) → API_FAILURE(unknown_stop_reason).
+  ``queued``, ``idle``: not terminal) → API_FAILURE(unknown_stop_reason). A ``model_output`` step
+  carrying an ``error`` (a google.rpc.Status, google-genai ``ModelOutputStep.error``) makes a
+  ``completed`` or ``requires_action`` interaction API_FAILURE too, and gives a ``failed`` one with no
+  ``errors[]`` its details; its int code is a google.rpc.Code (14 UNAVAILABLE: retried, D26).
+- A unary response may echo the input as its first step (Google's May-2026 migration guide): input-only
+  steps (``user_input``, ``function_result``) in a response are not part of the turn, so nothing the
+  request sent is replayed twice.
 - Continuation (D8): stateless replay by default: the turn's steps go back unchanged (``thought`` steps
   with their ``signature``), then the results. Server-side state is opt-in with the runtime's generic
   ``settings["continuation"] = "previous_response_id"``: the runtime then passes the interaction id as
@@ -43,7 +49,12 @@
   A call whose ``step.stop`` (``content.stop``) never came would otherwise run → TRUNCATED
   (``arguments_incomplete``): a call runs only after its done event (issue 3 §4).
 - Errors: HTTP bodies may be ``google.rpc`` shaped (int ``code`` + ``status`` + ``details``) or carry a
-  string ``code`` (WIRE.md 5.8); both are read. 429 follows the quota rule of ``gemini_schema``.
+  string ``code`` (WIRE.md 5.8); both are read. 429 follows the quota rule of ``gemini_schema``. Without
+  an HTTP status (an SSE ``error`` event, a ``failed`` interaction) the string code decides:
+  ``rate_limit_exceeded`` / ``too_many_requests`` / ``resource_exhausted`` are retried as a 429 is,
+  ``quota_exceeded`` is not (Google's Interactions error codes, ai.google.dev/gemini-api/docs/api-errors).
+- Usage is read from ``step.stop``, a delta's ``metadata.total_usage`` and ``interaction.status_update``
+  (running totals), and from the terminal event, which wins when it has any.
 """
 
 from __future__ import annotations
@@ -100,8 +111,39 @@ RETRYABLE_CODES = frozenset(
         "aborted",
         "resource_exhausted",
         "server_error",
+        # Google's Interactions error codes (ai.google.dev/gemini-api/docs/api-errors): 429, "wait and
+        # retry with exponential backoff"; google-genai's retry tests send "too_many_requests". Without
+        # an HTTP status (an SSE error event, a failed interaction) the code alone says it (D26).
+        "rate_limit_exceeded",
+        "too_many_requests",
     }
 )
+# The codes that mean "too many requests now" (not quota): reason rate_limited as an HTTP 429 is.
+RATE_CODES = frozenset({"rate_limit_exceeded", "too_many_requests", "resource_exhausted"})
+# google.rpc.Code numbers (a model_output step's ``error`` is a google.rpc.Status, whose int code is
+# one of these, not an HTTP status): read by name, so 14 is unavailable (retried), not HTTP 14.
+RPC_CODES = {
+    1: "cancelled",
+    2: "unknown",
+    3: "invalid_argument",
+    4: "deadline_exceeded",
+    5: "not_found",
+    6: "already_exists",
+    7: "permission_denied",
+    8: "resource_exhausted",
+    9: "failed_precondition",
+    10: "aborted",
+    11: "out_of_range",
+    12: "unimplemented",
+    13: "internal",
+    14: "unavailable",
+    15: "data_loss",
+    16: "unauthenticated",
+}
+# Steps only a request carries: the model never answers with them. A unary response may echo the input
+# back as its first step (Google's May-2026 Interactions migration guide); replayed, the user's input or
+# a result would reach the model twice (D8 replays the model's output, not its echo of ours).
+_INPUT_STEPS = frozenset({"user_input", "function_result"})
 QUOTA_CODES = frozenset({"quota_exceeded", "insufficient_quota", "billing_disabled", "billing_not_active"})
 _TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
 _TERMINAL = ("interaction.completed", "interaction.complete")
@@ -139,6 +181,38 @@ def _first_error(inter: dict[str, Any]) -> dict[str, Any]:
     return inter["error"] if isinstance(inter.get("error"), dict) else {}
 
 
+def _step_error(items: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``error`` of the first model_output step that carries one (google-genai ``ModelOutputStep.error``,
+    a google.rpc.Status), else None."""
+    for item in items:
+        if item.get("type") == "model_output" and isinstance(item.get("error"), dict):
+            return item["error"]  # type: ignore[no-any-return]
+    return None
+
+
+def _status_failure(err: dict[str, Any], *, rpc: bool) -> tuple[str | None, str, Failure]:
+    """(raw stop reason or None, reason, Failure) for an interaction that failed with ``err``. ``rpc``:
+    an int code is a google.rpc.Code (a step's Status), else an HTTP status (``errors[]``, WIRE.md 5.8)."""
+    code = err.get("code")
+    int_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    if isinstance(code, str):
+        name = _lower(code)
+    elif rpc and int_code is not None:
+        name = RPC_CODES.get(int_code) or _lower(err.get("status"))
+    else:
+        name = _lower(err.get("status"))
+    retryable = name in RETRYABLE_CODES or (
+        not rpc and int_code is not None and http_retryable(int_code, "http")
+    )
+    if name in QUOTA_CODES:
+        retryable = False
+    reason = (
+        "quota_exceeded" if name in QUOTA_CODES else ("rate_limited" if name in RATE_CODES else "api_error")
+    )
+    raw = code if isinstance(code, str) and code else None
+    return raw, reason, Failure("status", retryable, None, None, name)
+
+
 def turn_from_interaction(
     inter: dict[str, Any],
     raw_sha256: str,
@@ -159,7 +233,11 @@ def turn_from_interaction(
     if items is None:
         # Like a missing list, a malformed one (``"steps": 5``) holds no steps.
         found = inter.get("outputs" if legacy else "steps")
-        items = [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
+        items = (
+            [s for s in found if isinstance(s, dict) and s.get("type") not in _INPUT_STEPS]
+            if isinstance(found, list)
+            else []
+        )
     calls: list[ToolCall] = []
     text: list[str] = []
     for index, item in enumerate(items):
@@ -207,6 +285,12 @@ def turn_from_interaction(
         # arguments parse and the terminal event came. None of the turn's calls runs; TRUNCATED, not
         # retried, as gemini-generate treats a call still open when its stream ends.
         return turn(Finish.TRUNCATED, status, "arguments_incomplete")
+    step_error = None if legacy else _step_error(items)
+    if status in ("requires_action", "completed") and step_error is not None:
+        # A model_output step that reports an error (a google.rpc.Status) is a fault, not an answer:
+        # only an explicit completion is success (D1). Its code says whether a retry may help (D26).
+        raw, reason, failure = _status_failure(step_error, rpc=True)
+        return turn(Finish.API_FAILURE, raw or status, reason, failure)
     if status == "requires_action" and calls:
         return turn(Finish.TOOL_PROPOSALS, status, None)
     if status == "completed":
@@ -223,12 +307,15 @@ def turn_from_interaction(
         # not send the continuation_token back, so the turn is TRUNCATED, not CONTINUE.
         return turn(Finish.TRUNCATED, status, status)
     if status == "failed":
-        err = _first_error(inter)
-        code = err.get("code")
-        name = _lower(code) if isinstance(code, str) else _lower(err.get("status"))
-        retryable = (name in RETRYABLE_CODES) or (isinstance(code, int) and http_retryable(code, "http"))
-        raw = code if isinstance(code, str) and code else "failed"
-        return turn(Finish.API_FAILURE, raw, "api_error", Failure("status", retryable, None, None, name))
+        # the details: errors[] / error (an int code there is an HTTP status), else a model_output
+        # step's google.rpc.Status (WIRE.md 5.4)
+        top = _first_error(inter)
+        raw, reason, failure = (
+            _status_failure(step_error, rpc=True)
+            if not top and step_error is not None
+            else _status_failure(top, rpc=False)
+        )
+        return turn(Finish.API_FAILURE, raw or "failed", reason, failure)
     if status == "cancelled":
         return turn(Finish.API_FAILURE, status, "cancelled", Failure("status", False))
     raw_status = status if isinstance(status, str) else None
@@ -263,7 +350,8 @@ def error_turn(
         raw = err["status"]
     else:
         raw = str(int_code) if int_code is not None else "error"
-    reason = "quota_exceeded" if permanent else ("rate_limited" if effective == 429 else "api_error")
+    rate_limited = effective == 429 or (effective is None and name in RATE_CODES)
+    reason = "quota_exceeded" if permanent else ("rate_limited" if rate_limited else "api_error")
     finish = Finish.API_FAILURE
     if not permanent and says_context_window_exceeded(effective, err.get("message")):
         # the input does not fit the model's window, as generateContent says it (D1: TRUNCATED)

@@ -199,6 +199,9 @@ class _Assembler:
             self._terminal = inter if isinstance(inter, dict) else {}
         elif kind == "error":
             self._error = event["error"] if isinstance(event.get("error"), dict) else {}
+        elif kind == "interaction.status_update":
+            if isinstance(event.get("usage"), dict):  # google-genai InteractionStatusUpdate.usage (D27)
+                self._usage = event["usage"]
         elif kind in ("step.start", "content.start") and isinstance(index, int):
             snapshot = event.get("step" if kind == "step.start" else "content")
             self._legacy = self._legacy or kind == "content.start"
