@@ -92,6 +92,15 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
+from .gemini_interactions_errors import (
+    QUOTA_CODES,
+    RATE_CODES,
+    RETRYABLE_CODES,
+    first_error,
+    first_step_error,
+    lower_code,
+    status_failure,
+)
 from .gemini_schema import deep_merge, gemini_usage, google_error_details, token_sum
 from .schema import inline_refs
 
@@ -99,52 +108,10 @@ API = "gemini-interactions"
 PROVIDER = "google"
 REVISION = "gemini-interactions/1"
 
-RETRYABLE_CODES = frozenset(
-    {
-        "internal",
-        "unavailable",
-        "overloaded",
-        "deadline_exceeded",
-        # the server's own deadline ran out ("Deadline expired before operation could complete.",
-        # the streaming error event in Google's Interactions streaming docs): a timeout, retried (D26)
-        "gateway_timeout",
-        "aborted",
-        "resource_exhausted",
-        "server_error",
-        # Google's Interactions error codes (ai.google.dev/gemini-api/docs/api-errors): 429, "wait and
-        # retry with exponential backoff"; google-genai's retry tests send "too_many_requests". Without
-        # an HTTP status (an SSE error event, a failed interaction) the code alone says it (D26).
-        "rate_limit_exceeded",
-        "too_many_requests",
-    }
-)
-# The codes that mean "too many requests now" (not quota): reason rate_limited as an HTTP 429 is.
-RATE_CODES = frozenset({"rate_limit_exceeded", "too_many_requests", "resource_exhausted"})
-# google.rpc.Code numbers (a model_output step's ``error`` is a google.rpc.Status, whose int code is
-# one of these, not an HTTP status): read by name, so 14 is unavailable (retried), not HTTP 14.
-RPC_CODES = {
-    1: "cancelled",
-    2: "unknown",
-    3: "invalid_argument",
-    4: "deadline_exceeded",
-    5: "not_found",
-    6: "already_exists",
-    7: "permission_denied",
-    8: "resource_exhausted",
-    9: "failed_precondition",
-    10: "aborted",
-    11: "out_of_range",
-    12: "unimplemented",
-    13: "internal",
-    14: "unavailable",
-    15: "data_loss",
-    16: "unauthenticated",
-}
 # Steps only a request carries: the model never answers with them. A unary response may echo the input
 # back as its first step (Google's May-2026 Interactions migration guide); replayed, the user's input or
 # a result would reach the model twice (D8 replays the model's output, not its echo of ours).
 _INPUT_STEPS = frozenset({"user_input", "function_result"})
-QUOTA_CODES = frozenset({"quota_exceeded", "insufficient_quota", "billing_disabled", "billing_not_active"})
 _TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
 _TERMINAL = ("interaction.completed", "interaction.complete")
 
@@ -168,49 +135,6 @@ def _usage(raw: Any) -> Usage:
 
 def _real_id(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def _lower(value: Any) -> str | None:
-    return value.lower().replace("-", "_").replace(" ", "_") if isinstance(value, str) and value else None
-
-
-def _first_error(inter: dict[str, Any]) -> dict[str, Any]:
-    errors = inter.get("errors")
-    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-        return errors[0]
-    return inter["error"] if isinstance(inter.get("error"), dict) else {}
-
-
-def _step_error(items: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The ``error`` of the first model_output step that carries one (google-genai ``ModelOutputStep.error``,
-    a google.rpc.Status), else None."""
-    for item in items:
-        if item.get("type") == "model_output" and isinstance(item.get("error"), dict):
-            return item["error"]  # type: ignore[no-any-return]
-    return None
-
-
-def _status_failure(err: dict[str, Any], *, rpc: bool) -> tuple[str | None, str, Failure]:
-    """(raw stop reason or None, reason, Failure) for an interaction that failed with ``err``. ``rpc``:
-    an int code is a google.rpc.Code (a step's Status), else an HTTP status (``errors[]``, WIRE.md 5.8)."""
-    code = err.get("code")
-    int_code = code if isinstance(code, int) and not isinstance(code, bool) else None
-    if isinstance(code, str):
-        name = _lower(code)
-    elif rpc and int_code is not None:
-        name = RPC_CODES.get(int_code) or _lower(err.get("status"))
-    else:
-        name = _lower(err.get("status"))
-    retryable = name in RETRYABLE_CODES or (
-        not rpc and int_code is not None and http_retryable(int_code, "http")
-    )
-    if name in QUOTA_CODES:
-        retryable = False
-    reason = (
-        "quota_exceeded" if name in QUOTA_CODES else ("rate_limited" if name in RATE_CODES else "api_error")
-    )
-    raw = code if isinstance(code, str) and code else None
-    return raw, reason, Failure("status", retryable, None, None, name)
 
 
 def turn_from_interaction(
@@ -285,11 +209,11 @@ def turn_from_interaction(
         # arguments parse and the terminal event came. None of the turn's calls runs; TRUNCATED, not
         # retried, as gemini-generate treats a call still open when its stream ends.
         return turn(Finish.TRUNCATED, status, "arguments_incomplete")
-    step_error = None if legacy else _step_error(items)
+    step_error = None if legacy else first_step_error(items)
     if status in ("requires_action", "completed") and step_error is not None:
         # A model_output step that reports an error (a google.rpc.Status) is a fault, not an answer:
         # only an explicit completion is success (D1). Its code says whether a retry may help (D26).
-        raw, reason, failure = _status_failure(step_error, rpc=True)
+        raw, reason, failure = status_failure(step_error, rpc=True)
         return turn(Finish.API_FAILURE, raw or status, reason, failure)
     if status == "requires_action" and calls:
         return turn(Finish.TOOL_PROPOSALS, status, None)
@@ -297,7 +221,7 @@ def turn_from_interaction(
         return turn(Finish.TOOL_PROPOSALS if calls else Finish.FINAL_TEXT, status, None)
     if status == "incomplete":
         details = inter.get("incomplete_details")
-        why = _lower(details.get("reason")) if isinstance(details, dict) else None
+        why = lower_code(details.get("reason")) if isinstance(details, dict) else None
         if why is not None and "max" in why and "token" in why:
             why = "max_tokens"
         return turn(Finish.TRUNCATED, status, why or "incomplete")
@@ -309,11 +233,11 @@ def turn_from_interaction(
     if status == "failed":
         # the details: errors[] / error (an int code there is an HTTP status), else a model_output
         # step's google.rpc.Status (WIRE.md 5.4)
-        top = _first_error(inter)
+        top = first_error(inter)
         raw, reason, failure = (
-            _status_failure(step_error, rpc=True)
+            status_failure(step_error, rpc=True)
             if not top and step_error is not None
-            else _status_failure(top, rpc=False)
+            else status_failure(top, rpc=False)
         )
         return turn(Finish.API_FAILURE, raw or "failed", reason, failure)
     if status == "cancelled":
@@ -333,7 +257,7 @@ def error_turn(
     """API_FAILURE for an error body or event; ``code`` may be an HTTP int or a string (WIRE.md 5.8)."""
     code = err.get("code")
     int_code = code if isinstance(code, int) and not isinstance(code, bool) else None
-    name = _lower(code) if isinstance(code, str) else _lower(err.get("status"))
+    name = lower_code(code) if isinstance(code, str) else lower_code(err.get("status"))
     delay, detail, permanent = google_error_details(err)
     permanent = permanent or name in QUOTA_CODES
     effective = status if status is not None else int_code
