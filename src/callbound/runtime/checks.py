@@ -19,6 +19,7 @@ from ..core.errors import CallboundError, UsageError
 from ..core.guards import Budgets
 from ..core.registry import Registry
 from .outcome import Policy, Price
+from .tools import ToolExecutor
 
 SETTINGS_KEYS = frozenset(
     {
@@ -64,6 +65,8 @@ def check_runner_args(
     lease_s: Any,
     audit_key: Any,
     hooks: dict[str, Any],
+    ids: Any = None,
+    executor: Any = None,
 ) -> None:
     """The Runner's arguments, each of the kind it must be."""
     for name, value in (("model", model), ("store", store), ("clock", clock)):
@@ -75,6 +78,22 @@ def check_runner_args(
         raise UsageError(
             f"Runner(model=...) needs a model client (callbound.testing.ScriptedModel or a client from "
             f"callbound.transports), not {_kind(model)}"
+        )
+    if not (
+        isinstance(getattr(adapter, "api", None), str) and callable(getattr(adapter, "render_tools", None))
+    ):
+        # the runner builds every request with it: a name or a dict failed only inside run()
+        raise UsageError(
+            f"Runner(model=...): {_kind(model)}.adapter must be a callbound adapter "
+            f"(callbound.adapters.get(api)), not {_kind(adapter)}"
+        )
+    if ids is not None and not callable(getattr(ids, "new_id", None)):
+        raise UsageError(
+            f"Runner(ids=...) needs new_id(prefix) -> str (callbound.core.ids.IdSource), not {_kind(ids)}"
+        )
+    if executor is not None and not isinstance(executor, ToolExecutor):
+        raise UsageError(
+            f"Runner(executor=...) takes a callbound.runtime.tools.ToolExecutor(...), not {_kind(executor)}"
         )
     if not _is_async(model.complete):
         # awaited by the runner: a plain function's answer was taken for a failed request and asked
@@ -337,6 +356,9 @@ def check_new_operation(
             raise UsageError(f"run() needs a tenant and a subject as non-empty str; {name} is {value!r}")
     if operation_id is not None and not isinstance(operation_id, str):
         raise UsageError(f"operation_id must be a str or None, not {_kind(operation_id)}")
+    if operation_id == "":
+        # resume("") is refused: a run under "" got a random id the caller never learnt to ask for
+        raise UsageError("operation_id is empty; pass an id, or None for a new random one")
     if input is not None and not isinstance(input, str):
         raise UsageError(
             f"input must be a str or None, not {_kind(input)}; pass earlier provider-native messages as "

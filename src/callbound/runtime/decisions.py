@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..core.approvals import Decision, PendingApproval, record_decision, revalidate, same_identity, withdraw
@@ -24,6 +26,41 @@ if TYPE_CHECKING:
 def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None = None) -> PendingApproval:
     """Record one decision (single use, D17) without resuming. Works from any process; ``op`` is the
     operation being resumed, when a resume records it."""
+    return _write(runner, decision, *_checked(runner, decision, tenant, op))
+
+
+def record_all(runner: Runner, decisions: Sequence[Decision], tenant: str, op: Operation) -> None:
+    """Record a resume's decisions, all checked before any is: a list whose second decision is refused
+    (an unknown id, a self-approval, a verdict that contradicts the one recorded) records none, and the
+    caller who reads the exception as "nothing happened" is right (decisions are single use, D17)."""
+    seen: dict[str, tuple[str, str]] = {}
+    for decision in decisions:
+        who = (decision.verdict, decision.approver)
+        if seen.setdefault(decision.approval_id, who) != who:
+            raise UsageError(
+                f"the decisions hold approval {decision.approval_id} twice, with another verdict or approver: "
+                "pass one decision for it"
+            )
+    checked = [(decision, _checked(runner, decision, tenant, op)) for decision in decisions]
+    for decision, found in checked:
+        _write(runner, decision, *found)
+
+
+def _write(
+    runner: Runner, decision: Decision, decided: PendingApproval, changed: bool, now: datetime
+) -> PendingApproval:
+    if changed and not runner.store.decide_approval(decided):
+        current = runner.store.get_approval(decision.approval_id)
+        assert current is not None
+        decided, _ = record_decision(current, decision, now)  # same verdict → original; else raises
+    return decided
+
+
+def _checked(
+    runner: Runner, decision: Decision, tenant: str, op: Operation | None
+) -> tuple[PendingApproval, bool, datetime]:
+    """Every check of ``record`` (raises as it does), nothing written: (the decided approval, whether it
+    changes the stored one, the time it is decided at)."""
     approval = runner.store.get_approval(decision.approval_id)
     if approval is None or approval.tenant != tenant:
         raise UnknownApproval(f"no approval {decision.approval_id!r} for tenant {tenant!r}")
@@ -56,11 +93,7 @@ def record(runner: Runner, decision: Decision, tenant: str, op: Operation | None
         _check_shown(runner, approval)
     now = runner.clock.now()
     decided, changed = record_decision(approval, decision, now)
-    if changed and not runner.store.decide_approval(decided):
-        current = runner.store.get_approval(decision.approval_id)
-        assert current is not None
-        decided, _ = record_decision(current, decision, now)  # same verdict → original; else raises
-    return decided
+    return decided, changed, now
 
 
 def _check_shown(runner: Runner, approval: PendingApproval) -> None:

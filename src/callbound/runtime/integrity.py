@@ -487,6 +487,13 @@ async def load_to_drive(
         else [f"{p.where}: {p.why}" for p in resume_problems(runner, op, events)]
     )
     if not found:
+        if op.api != runner.adapter.api:
+            # Its transcript holds another API's items: the next request could not be built, and only
+            # after the approved calls had run (an irreversible one paid, then a 400). Nothing is written.
+            raise UsageError(
+                f"operation {operation_id} was created for {op.api}, and this runner's model client speaks "
+                f"{runner.adapter.api}: resume it with a runner (or --app) for {op.api}"
+            )
         return op, None
     detail = "stored data differs from its audit chain: " + "; ".join(found)
     runner._stop(op, "INTEGRITY", detail, target=State.FAILED, problems=found)

@@ -56,7 +56,7 @@ from .checks import (
 )
 from .clock import Clock, SystemClock
 from .crash import crash_point
-from .decisions import check_approver, record, withdraw_pending
+from .decisions import check_approver, record, record_all, withdraw_pending
 from .escalation import escalate, turn_calls
 from .executing import execute_step, writes_only
 from .integrity import created_entry, load_to_drive, refuse_if_finished
@@ -111,6 +111,8 @@ class Runner:
             lease_s=lease_s,
             audit_key=audit_key,
             hooks={"on_progress": on_progress, "on_transition": on_transition},
+            ids=ids,
+            executor=executor,
         )
         self.model = model
         self.adapter = model.adapter
@@ -198,8 +200,7 @@ class Runner:
         if ended is not None:
             return ended  # its stored rows differ from its audit chain: FAILED(INTEGRITY) (D20)
         self._price(op)  # its saved max_cost needs this runner's price: refuse before any decision
-        for decision in decisions:
-            self.decide(decision, tenant=op.tenant, _op=op)
+        record_all(self, decisions, op.tenant, op)  # all checked before any is recorded (D17)
         return await self._drive(op)
 
     def run_sync(
@@ -223,6 +224,7 @@ class Runner:
     def cancel(self, operation_id: str, reason: str = "cancelled by a user") -> Outcome:
         """End an operation STOPPED(CANCELLED). Refused while a write handler is running, because its
         effect would be left unknown."""
+        check_operation_id(operation_id)  # an Outcome passed for its id: a UsageError, not a store error
         if not isinstance(reason, str) or not reason.strip():
             raise UsageError(f"cancel(reason=...) takes a non-empty str, not {reason!r}")
         check_text("cancel(reason=...)", reason)
@@ -241,6 +243,7 @@ class Runner:
         return self.decide(Decision.deny(approval_id, approver, reason), tenant=tenant)
 
     def outcome(self, operation_id: str) -> Outcome:
+        check_operation_id(operation_id)
         return self._outcome(self._load(operation_id))
 
     # ---- operation lifecycle ---------------------------------------------------------------------
@@ -336,7 +339,10 @@ class Runner:
         if self.on_transition is not None:
             try:
                 self.on_transition(op.operation_id, t)
-            except Exception as exc:  # an observer's bug must not leave the operation half-moved (D4)
+            # An observer's bug must not leave the operation half-moved (D4); nor may its SystemExit
+            # (rich raises one when the reader of a pipe has gone): raised between a write's effect and
+            # its commit, it left the write unrecorded. KeyboardInterrupt still cancels the drive.
+            except (Exception, SystemExit) as exc:
                 log.warning(
                     "on_transition observer raised %s; ignored",
                     type(exc).__name__,
@@ -455,7 +461,7 @@ class Runner:
             def progress(ev: Progress) -> None:
                 try:
                     cb(oid, ev)
-                except Exception as exc:  # an observer's bug is not a model failure (D4)
+                except (Exception, SystemExit) as exc:  # an observer's bug is not a model failure (D4)
                     log.warning("on_progress observer raised %s; ignored", type(exc).__name__)
 
         try:
