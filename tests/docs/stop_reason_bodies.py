@@ -171,6 +171,11 @@ def interactions(case: str) -> dict[str, Any]:
     steps: list[dict[str, Any]] = [{"type": "model_output", "content": [{"type": "text", "text": "hello"}]}]
     if variant == "calls":
         steps = [{"type": "function_call", "id": "fc_1", "name": "get_order", "arguments": CALL_ARGS}]
+    if variant == "noname":  # a named call beside one without a name (nor an id)
+        steps = [
+            {"type": "function_call", "id": "fc_1", "name": "get_order", "arguments": CALL_ARGS},
+            {"type": "function_call", "arguments": CALL_ARGS},
+        ]
     if variant == "error":  # a model_output step carrying a google.rpc.Status (14: UNAVAILABLE)
         steps = [{"type": "model_output", "content": [], "error": {"code": 14, "message": "unavailable"}}]
     body_errors: dict[str, Any] = {}

@@ -3,7 +3,9 @@
 - Two schema generations are read (WIRE.md 5.0): the ``steps`` schema (``Api-Revision: 2026-05-20``,
   which the transports send; requests are built in it) and the legacy ``outputs`` schema of old
   recordings. Calls are ``function_call`` steps (legacy: outputs) ``{id, name, arguments}``; ``id``
-  becomes the call id (a missing one gets ``response_id:index``, D7, and is never sent back).
+  becomes the call id (a missing one gets ``response_id:index``, D7, and is never sent back). A
+  ``requires_action`` or ``completed`` turn with a call whose ``name`` is no non-empty string →
+  API_FAILURE(malformed_response, ``call_without_name``): an id-less call is answered by name.
 - Status (D1): ``requires_action`` → TOOL_PROPOSALS (with calls); ``completed`` → TOOL_PROPOSALS if
   calls else FINAL_TEXT; ``incomplete`` → TRUNCATED (``max_tokens`` when the details say so, else
   ``incomplete``); ``budget_exceeded`` and ``requires_continuation`` → TRUNCATED (reason the status);
@@ -215,6 +217,13 @@ def turn_from_interaction(
         # only an explicit completion is success (D1). Its code says whether a retry may help (D26).
         raw, reason, failure = status_failure(step_error, rpc=True)
         return turn(Finish.API_FAILURE, raw or status, reason, failure)
+    if status in ("requires_action", "completed") and any(
+        i.get("type") == "function_call" and not _real_id(i.get("name")) for i in items
+    ):
+        # An id-less call is answered by name, in order (check_request): one without a name can never
+        # be, so none of the turn's calls runs, as in gemini-generate (issue 3 §3; review round 16).
+        failure = Failure("status", False, None, None, "call_without_name")
+        return turn(Finish.API_FAILURE, status, "malformed_response", failure)
     if status == "requires_action" and calls:
         return turn(Finish.TOOL_PROPOSALS, status, None)
     if status == "completed":
