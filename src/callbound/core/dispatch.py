@@ -253,8 +253,12 @@ def plan_call(
         if spec.intent_key is not None:
             try:
                 raw_key = spec.intent_key(args, base_ctx)
-                # a coroutine's text differs on every call: no intent could ever be found again
-                named = "" if discard_awaitable(raw_key) else str(raw_key or "")
+                # a coroutine's text differs on every call: no intent could ever be found again. Only
+                # text names an intent (reference.md: "ik_ and the text of ToolSpec.intent_key"): an
+                # int 5 became the key "ik_5", shared with a hook returning "5", and an object's
+                # str() could carry its address (a new intent on every run) (review round 16, F12).
+                unusable = discard_awaitable(raw_key) or not isinstance(raw_key, str)
+                named = "" if unusable else raw_key
                 # The key is hashed into the audit chain and bound in SQL: a lone surrogate (text
                 # decoded with surrogateescape) raised UnicodeEncodeError out of run() (D4). Such a
                 # key names no intent: rejected like a hook that raised, before anything runs.

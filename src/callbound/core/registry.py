@@ -37,6 +37,52 @@ def is_async_callable(fn: Any) -> bool:
     return call is not None and not inspect.isroutine(fn) and inspect.iscoroutinefunction(call)
 
 
+# How each callable of a ToolSpec is called (reference.md, "Tool handlers"), checked when the tool is
+# declared: a handler written handler(args) (ctx forgotten) raised TypeError at every call, before a
+# line of it ran, which for a write stopped the operation OUTCOME_UNKNOWN and left a ledger entry to
+# settle by hand although nothing could have happened (review round 16, F4).
+_HOOK_PARAMETERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("handler", ("args", "ctx")),
+    ("requires_approval", ("args", "ctx")),
+    ("authorize", ("args", "ctx")),
+    ("intent_key", ("args", "ctx")),
+    ("reconcile", ("key", "ctx")),
+    ("redact", ("arguments",)),
+)
+_HOOK_MEANING = {
+    "handler": "args the validated params instance and ctx a CallContext",
+    "requires_approval": "args the validated params instance and ctx a CallContext, returning a bool",
+    "authorize": "args the validated params instance and ctx a CallContext, returning a bool",
+    "intent_key": "args the validated params instance and ctx a CallContext, returning the intent's text",
+    "reconcile": "key the idempotency key (str) and ctx a CallContext",
+    "redact": "arguments the validated arguments as a plain JSON dict, returning what is stored in clear",
+}
+
+
+def _uncallable_as(fn: Any, positional: int) -> str | None:
+    """Why ``fn`` cannot be called with ``positional`` positional arguments, or None when it can (or
+    when its signature cannot be read: a builtin or an extension callable is given the benefit of the
+    doubt). A class is refused: calling it builds an instance, never the tool's answer. A decorated
+    function (``functools.wraps``) is accepted when either the wrapper's or the wrapped function's
+    signature takes the arguments: a decorator may supply some of the wrapped function's parameters."""
+    if isinstance(fn, type):
+        return f"{fn.__name__} is a class, not a function"
+    refused: list[str] = []
+    for follow in (True, False):
+        try:
+            sig = inspect.signature(fn, follow_wrapped=follow)
+        except (TypeError, ValueError):  # no readable signature
+            continue
+        try:
+            sig.bind(*range(positional))
+        except TypeError as exc:
+            name = getattr(fn, "__qualname__", None) or type(fn).__name__
+            refused.append(f"{name}{sig} cannot take them ({exc})")
+            continue
+        return None
+    return refused[0] if refused else None
+
+
 def discard_awaitable(value: Any) -> bool:
     """True, after closing it (no "never awaited" warning), when a sync hook handed back an awaitable:
     planning does not await, so its answer is unusable."""
@@ -220,6 +266,15 @@ class ToolSpec:
                     f"ToolSpec {self.name!r}: {hook} must be a function or None, not "
                     f"{type(value).__name__} {value!r}"
                 )
+        for hook, takes in _HOOK_PARAMETERS:
+            value = getattr(self, hook)
+            if callable(value):
+                why = _uncallable_as(value, len(takes))
+                if why is not None:
+                    raise UsageError(
+                        f"ToolSpec {self.name!r}: {hook} must be a function called as {hook}({', '.join(takes)}), "
+                        f"{_HOOK_MEANING[hook]}; {why}"
+                    )
 
     @property
     def is_async(self) -> bool:
