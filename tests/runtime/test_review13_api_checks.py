@@ -375,8 +375,10 @@ def _app(**runner_options: Any) -> App:
     ("options", "match"),
     [
         ({"price": {}}, "does not take"),
-        ({"store": MemoryStore()}, "App's own field"),
-        ({"app": "m:f"}, "App's own field"),
+        # no App fields: App.runner(store, ref) takes them (review round 16, F7)
+        ({"store": MemoryStore()}, r"pass it to App\.runner\(store, ref\)"),
+        ({"app": "m:f"}, r"pass it to App\.runner\(store, ref\) as ref"),
+        ({"registry": cb.Registry([])}, "App's own field"),
     ],
 )
 def test_app_runner_options_that_runner_does_not_take_are_refused(

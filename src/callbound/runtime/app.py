@@ -73,6 +73,13 @@ _APP_FIELDS = frozenset(
 )
 
 
+# What App.runner(store, ref) takes, per runner: not App fields.
+_RUNNER_ARGUMENTS = {
+    "store": "App.runner(store, ref) when the runner is built: app.runner(callbound.stores.open(url))",
+    "app": "App.runner(store, ref) as ref, the saved reference {'ref': 'module:factory', 'args': {...}}",
+}
+
+
 def _check_runner_options(options: object) -> None:
     """A misspelt option (``price`` for ``prices``), or one App sets itself, raised TypeError when the
     runner was built: ``callbound run/worker --app`` then exited 1 with a traceback, not 2 (D28)."""
@@ -84,6 +91,13 @@ def _check_runner_options(options: object) -> None:
         if name != "self" and name not in _APP_FIELDS and p.kind is not inspect.Parameter.VAR_KEYWORD
     ]
     for name in options:
+        if name in _RUNNER_ARGUMENTS:
+            # store and app are no App fields: App.runner(store, ref) takes them, so the advice to
+            # pass App(store=...) ended in a TypeError (review round 16, F7)
+            raise UsageError(
+                f"App(runner_options={{{name!r}: ...}}): {name} is not a runner option; pass it to "
+                f"{_RUNNER_ARGUMENTS[name]}"
+            )
         if name in _APP_FIELDS:
             raise UsageError(
                 f"App(runner_options={{{name!r}: ...}}): {name} is App's own field; pass it as App({name}=...)"

@@ -11,6 +11,7 @@ chain is never appended to after its end.
 from __future__ import annotations
 
 import logging
+import os
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +55,7 @@ def settle_intent(
     object callbound can replay exactly), ``SettleRefused`` (the entry is settled already, or its operation has not ended
     and reconciles it itself: ``settle_refusal``) and ``LedgerChanged`` (the entry changed between
     this read and the write, which was not made: read it again and decide again)."""
+    _check_store(store)
     _check_settle_args(applied=applied, result=result, by=by, note=note, now=now)
     entry = store.ledger_get(tenant, key)
     if entry is None:
@@ -73,6 +75,22 @@ def settle_intent(
         entry.operation_id,
     )
     return settled
+
+
+def _check_store(store: object) -> None:
+    """A store URL, as ``callbound ledger settle --store`` takes it, raised AttributeError ('str' object
+    has no attribute 'ledger_get') (review round 16, F10)."""
+    if isinstance(store, str | bytes | os.PathLike):
+        raise UsageError(
+            f"settle_intent(store, ...) takes a Store object, not a URL or path ({store!r}): open one with "
+            "callbound.stores.open(url, create=False), e.g. callbound.stores.open('sqlite:///callbound.db', "
+            "create=False)"
+        )
+    if not all(callable(getattr(store, m, None)) for m in ("ledger_get", "settle_ledger", "load_operation")):
+        raise UsageError(
+            "settle_intent(store, ...) takes a Store (MemoryStore, or callbound.stores.open(url)), not "
+            f"{type(store).__name__}"
+        )
 
 
 def _check_settle_args(*, applied: Any, result: Any, by: Any, note: Any, now: Any) -> None:

@@ -69,6 +69,26 @@ def check_options(
         raise UsageError(f"max_operations must be an int >= 0, not {max_operations!r}")
 
 
+def _check_app_and_store(app: object, store: object) -> None:
+    """``Worker(factory, store)`` (the factory, not the App it returns), ``Worker(None, store)`` or a
+    store URL raised AttributeError from ``app.runner`` (review round 16, F10)."""
+    if not isinstance(app, App):
+        hint = ""
+        if isinstance(app, str):
+            hint = f": load it, Worker(load_app({app!r}), store, app_ref={app!r}) (callbound.runtime.app)"
+        elif callable(app):
+            hint = f": call the factory, Worker({getattr(app, '__name__', 'factory')}(), store)"
+        raise UsageError(
+            "Worker(app, store) takes the callbound.runtime.app.App your factory returns, not "
+            f"{type(app).__name__}{hint}"
+        )
+    if isinstance(store, str | bytes | os.PathLike):
+        raise UsageError(
+            f"Worker(app, store) takes a Store object, not a URL or path ({store!r}): open one with "
+            "callbound.stores.open(url), e.g. callbound.stores.open('sqlite:///callbound.db')"
+        )
+
+
 def _app_key(ref: str, args: dict[str, Any]) -> AppKey:
     return ref, canonical_json(args)
 
@@ -95,6 +115,7 @@ class Worker:
         poll_s: float = 0.2,
     ) -> None:
         check_options(lease_s, poll_s)
+        _check_app_and_store(app, store)
         for method in ("claim", "renew", "release"):
             if not hasattr(store, method):
                 raise UsageError(f"{type(store).__name__} does not support worker leases")

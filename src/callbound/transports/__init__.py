@@ -135,6 +135,14 @@ def make_client(
         "make_client", api, model=model, base_url=base_url, api_key=api_key, timeout_s=timeout_s
     )
     _env_names(api)
+    if api_key == "":
+        # accepted, it deferred the "needs an API key" error to the first request, after the operation
+        # was stored (the clients read "" as no key), while an empty variable is no key here at once
+        # (review round 16, F12)
+        raise UsageError(
+            f"make_client(api_key='') is empty: pass the key, or None to read it from "
+            f"{' or '.join(_env_names(api))}"
+        )
     base_url = _server_root(base_url)
     if transport not in TRANSPORTS:
         raise UsageError(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
