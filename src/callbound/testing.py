@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from .adapters import get as get_adapter
 from .adapters.base import Adapter, StreamCaps, body_bytes, capped, response_too_large
@@ -47,7 +47,8 @@ __all__ = [
 
 
 class ScriptedRequestError(UsageError):
-    """callbound (or your code) built a request the provider would reject (D24)."""
+    """callbound (or your code) built a request the provider would reject (D24), or a response
+    function of the script raised (its exception is the ``__cause__``)."""
 
 
 def ApiError(status: int, body: Any = None, headers: dict[str, str] | None = None) -> RawFailure:
@@ -103,6 +104,31 @@ def _is_stream_text(item: str | bytes) -> bool:
     return stripped.startswith("{") and looks_like_stream(text) == "jsonl"
 
 
+def _script(responses: object) -> list[Any]:
+    """The responses as a list, one per model request. A single body passed without its list was
+    iterated by its keys (a dict) or characters (a str), each taken for a response, and ``None`` raised
+    TypeError (review round 16, F9)."""
+    single = isinstance(responses, dict | str | bytes | bytearray | Stream | StreamCut | RawFailure)
+    if single or callable(responses) or isinstance(responses, set | frozenset):
+        hint = (
+            "a set has no order"
+            if isinstance(responses, set | frozenset)
+            else "for one response, wrap it in a list: ScriptedModel(api, [response])"
+        )
+        raise UsageError(
+            "ScriptedModel(api, responses): responses is a list with one response per model request "
+            f"(a body, a list of stream events, ApiError(...) or a function of the request), not a "
+            f"{type(responses).__name__}: {hint}"
+        )
+    try:
+        return list(cast(Iterable[Any], responses))
+    except TypeError:
+        raise UsageError(
+            "ScriptedModel(api, responses): responses is a list with one response per model request, "
+            f"not {type(responses).__name__}"
+        ) from None
+
+
 class ScriptedModel:
     """Plays ``responses`` in order, one per request (D24): a body (dict, JSON text or bytes), a
     ``Stream`` of raw bytes, a list of stream event payloads, or a ``RawFailure``. A response may also
@@ -122,7 +148,7 @@ class ScriptedModel:
         check_client_args("ScriptedModel", api, model=model, caps=caps)
         self.api = api
         self._adapter: Adapter = get_adapter(api)
-        self.responses = list(responses)
+        self.responses = _script(responses)
         self.requests: list[dict[str, Any]] = []
         self.check_requests = check_requests
         self.model = model
@@ -155,7 +181,20 @@ class ScriptedModel:
         model = self.model or body.get("model")
         item = self.responses[k]
         if callable(item):
-            item = item(json.loads(json.dumps(body)))  # its own copy: it cannot edit the recorded requests
+            try:
+                # its own copy: it cannot edit the recorded requests
+                item = item(json.loads(json.dumps(body)))
+            except UsageError:
+                raise
+            except Exception as exc:
+                # A bug in the script, not a failed connection: retried as one, it used up the next
+                # responses and ended in "add more responses" with the exception's type alone in a log
+                # line (review round 16, F9).
+                name = getattr(item, "__qualname__", type(item).__name__)
+                raise ScriptedRequestError(
+                    f"response {k} (0-based) of the script, the function {name}, raised "
+                    f"{type(exc).__name__}: {exc}; fix the function (it gets the request body, a dict)"
+                ) from exc
         return self._play(item, on_progress, model if isinstance(model, str) else None)
 
     def _play(self, item: Any, on_progress: ProgressCallback | None, model: str | None) -> ModelTurn:
