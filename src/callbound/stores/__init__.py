@@ -128,6 +128,12 @@ def open(url: str | None, *, create: bool = True) -> Store:  # the documented na
     creating an empty store there: for callers that only read or decide what is already stored."""
     from ..core.errors import UsageError
 
+    if create is not True and create is not False:
+        # read by its truth, create="no" created the database it was meant to refuse (review round 16)
+        raise UsageError(
+            f"stores.open(url, create=...) takes True (create the store if missing) or False (refuse a "
+            f"missing one), not {create!r}"
+        )
     if url is None or url == "":
         url = DEFAULT_URL
     if not isinstance(url, str):  # open(123) raised AttributeError ('int' has no 'startswith')

@@ -159,6 +159,7 @@ class SQLiteStore(SQLiteLeases):
         self.synchronous = mode
         self.busy_timeout_ms = busy_timeout_ms
         self._lock = threading.Lock()
+        self._closed = False
         # (operation, state) of this connection's last commit: picks which head UPDATE to try first
         self._last_state: tuple[str, Any] | None = None
         self._returning = _HAS_RETURNING  # False: the pre-3.35 statements (tests use both)
@@ -245,6 +246,13 @@ class SQLiteStore(SQLiteLeases):
             raise self._error(exc, what) from exc
 
     def _error(self, exc: sqlite3.Error, what: str) -> StoreError:
+        if self._closed:
+            # sqlite3's "Cannot operate on a closed database" was followed by advice about the file
+            # (edited by hand? writable? disk full?), none of which is wrong (review round 16, F11)
+            return StoreError(
+                f"this SQLiteStore ({self.path!r}) is closed (its close() was called), so {what} failed: "
+                "open a new one with callbound.stores.open(url)"
+            )
         text = str(exc)
         if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
             return StoreError(
@@ -551,6 +559,7 @@ class SQLiteStore(SQLiteLeases):
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._conn.close()
 
     # ---- leases (D21) -------------------------------------------------------------------------
