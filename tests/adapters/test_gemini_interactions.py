@@ -923,21 +923,37 @@ def test_random_byte_split_points_give_the_same_turn(cuts: list[int]) -> None:
     assert run_stream([data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]) == whole
 
 
-# ---- malformed shapes: read as empty, never an exception (D4) --------------------------------------
+# ---- malformed shapes: never an exception (D4), never a completion (D1; review round 16, F6) ----------
 
 
 @pytest.mark.parametrize("steps", [5, "steps", {"type": "model_output"}, True])
-def test_steps_that_are_not_a_list_hold_no_steps(steps: Any) -> None:
+def test_steps_that_are_not_a_list_are_a_malformed_response(steps: Any) -> None:
     raw = json.dumps({**interaction("completed"), "steps": steps}).encode()
     turn = ADAPTER.parse_response(raw)
-    assert (turn.finish, turn.text, turn.calls, turn.continuation) == (Finish.FINAL_TEXT, "", (), ())
+    assert (turn.finish, turn.reason, turn.text, turn.calls) == (
+        Finish.API_FAILURE,
+        "malformed_response",
+        "",
+        (),
+    )
+    assert turn.failure is not None and turn.failure.error_code == "steps_not_a_list"
     waiting = ADAPTER.parse_response(json.dumps({**interaction("requires_action"), "steps": steps}))
-    assert (waiting.finish, waiting.reason) == (Finish.API_FAILURE, "unknown_stop_reason")
+    assert (waiting.finish, waiting.reason) == (Finish.API_FAILURE, "malformed_response")
 
 
-@pytest.mark.parametrize("content", [5, "It is 3 C.", {"type": "text", "text": "It is 3 C."}, None])
-def test_model_output_content_that_is_not_a_list_holds_no_text(content: Any) -> None:
+@pytest.mark.parametrize("content", [5, "It is 3 C.", {"type": "text", "text": "It is 3 C."}])
+def test_model_output_content_that_is_not_a_list_is_a_malformed_response(content: Any) -> None:
     odd = {"type": "model_output", "content": content}
+    turn = ADAPTER.parse_response(json.dumps(interaction("completed", odd, OUTPUT)).encode())
+    assert (turn.finish, turn.reason, turn.text) == (Finish.API_FAILURE, "malformed_response", "It is 3 C.")
+    assert turn.failure is not None and turn.failure.error_code == "content_not_a_list"
+    with_call = ADAPTER.parse_response(interaction("requires_action", odd, CALL))
+    assert (with_call.finish, with_call.reason) == (Finish.API_FAILURE, "malformed_response")
+    assert not with_call.executable
+
+
+def test_model_output_content_null_holds_no_text() -> None:
+    odd = {"type": "model_output", "content": None}
     turn = ADAPTER.parse_response(json.dumps(interaction("completed", odd, OUTPUT)).encode())
     assert (turn.finish, turn.text) == (Finish.FINAL_TEXT, "It is 3 C.")
     assert turn.continuation == (odd, OUTPUT), "the steps go back unchanged"

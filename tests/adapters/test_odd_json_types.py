@@ -1,7 +1,10 @@
 """Provider JSON that parses but holds a value of an unexpected type where a list belongs (a number for
-``choices``, ``parts``, ``content``, ``violations``) is tolerated as holding nothing, as the plain-body
-paths already read it, or makes the call's arguments unusable; it never raises out of an adapter (D4).
-Streams are read the way the transports read them (``StreamFeed``, fast paths included)."""
+``choices``, ``parts``, ``content``, ``violations``) never raises out of an adapter (D4). Where it is a
+turn's content or call container (Chat ``tool_calls``, Gemini ``parts``, an Interactions model_output's
+``content``) the turn is API_FAILURE(malformed_response), as the plain body is (review round 16, F6:
+never an empty completion, never a call lost while its siblings run); elsewhere (``choices``,
+``violations``, a thought's ``summary``) it is tolerated as holding nothing, or makes the call's arguments
+unusable. Streams are read the way the transports read them (``StreamFeed``, fast paths included)."""
 
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ def test_chat_stream_of_only_odd_choices_ends_as_a_cut_stream() -> None:
 
 
 @pytest.mark.parametrize("odd", ODD)
-def test_chat_delta_whose_tool_calls_is_not_a_list_holds_no_call(odd: Any) -> None:
+def test_chat_delta_whose_tool_calls_is_not_a_list_fails_the_turn(odd: Any) -> None:
     call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     raw = sse(
         _chunk(choices=_choice({"role": "assistant", "tool_calls": [call]})),
@@ -62,7 +65,8 @@ def test_chat_delta_whose_tool_calls_is_not_a_list_holds_no_call(odd: Any) -> No
         "[DONE]",
     )
     turn, progress = streaming.fed(get("openai-chat"), raw)
-    assert turn.finish is Finish.TOOL_PROPOSALS
+    assert (turn.finish, turn.reason) == (Finish.API_FAILURE, "malformed_response")
+    assert turn.failure is not None and turn.failure.error_code == "tool_calls_not_a_list"
     assert [(c.call_id, c.name, c.arguments) for c in turn.calls] == [("call_1", "f", {})]
     assert [p for p in progress if isinstance(p, CallStarted)] == [CallStarted("call_1", "f")]
 
@@ -78,17 +82,21 @@ def _gemini(parts: Any, finish: str | None = None) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("odd", ODD)
-def test_gemini_chunk_whose_parts_is_not_a_list_holds_no_part(odd: Any) -> None:
+def test_gemini_chunk_whose_parts_is_not_a_list_fails_the_turn(odd: Any) -> None:
     raw = sse(_gemini([{"text": "do"}]), _gemini(odd), _gemini([{"text": "ne"}], "STOP"))
     turn, _ = streaming.fed(get("gemini-generate"), raw)
-    assert turn.finish is Finish.FINAL_TEXT and turn.text == "done"
+    assert (turn.finish, turn.reason) == (Finish.API_FAILURE, "malformed_response")
+    assert turn.failure is not None and turn.failure.error_code == "parts_not_a_list"
+    assert turn.text == "done"
 
 
 def test_gemini_stream_with_odd_parts_reads_as_the_same_plain_body() -> None:
     adapter = get("gemini-generate")
     streamed, _ = streaming.fed(adapter, sse(_gemini(5, "STOP")))
     plain = adapter.parse_response(json.dumps(_gemini(5, "STOP")).encode())
-    assert streamed.finish is plain.finish is Finish.FINAL_TEXT
+    assert streamed.finish is plain.finish is Finish.API_FAILURE
+    assert streamed.failure is not None and plain.failure is not None
+    assert streamed.failure.error_code == plain.failure.error_code == "parts_not_a_list"
     assert streamed.text == plain.text == ""
 
 
@@ -161,10 +169,12 @@ def _stop(index: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("odd", ODD)
-def test_interactions_model_output_whose_content_is_not_a_list_holds_no_block(odd: Any) -> None:
+def test_interactions_model_output_whose_content_is_not_a_list_fails_the_turn(odd: Any) -> None:
     raw = sse(CREATED, _start(0, {"type": "model_output", "content": odd}), _stop(0), COMPLETED)
     turn, _ = streaming.fed(get("gemini-interactions"), raw)
-    assert turn.finish is Finish.FINAL_TEXT and turn.text == ""
+    assert (turn.finish, turn.reason) == (Finish.API_FAILURE, "malformed_response")
+    assert turn.failure is not None and turn.failure.error_code == "content_not_a_list"
+    assert turn.text == ""
     assert list(turn.continuation) == [{"type": "model_output", "content": []}]
 
 
@@ -179,7 +189,7 @@ def test_interactions_text_deltas_after_odd_content_make_the_content(odd: Any) -
         COMPLETED,
     )
     turn, _ = streaming.fed(get("gemini-interactions"), raw)
-    assert turn.finish is Finish.FINAL_TEXT and turn.text == "done"
+    assert turn.finish is Finish.API_FAILURE and turn.text == "done"  # the snapshot was malformed
     assert list(turn.continuation) == [
         {"type": "model_output", "content": [{"type": "text", "text": "done"}]}
     ]
@@ -192,7 +202,7 @@ def test_interactions_media_delta_after_odd_content_starts_the_list(odd: Any) ->
         CREATED, _start(0, {"type": "model_output", "content": odd}), _delta(0, image), _stop(0), COMPLETED
     )
     turn, _ = streaming.fed(get("gemini-interactions"), raw)
-    assert turn.finish is Finish.FINAL_TEXT
+    assert turn.finish is Finish.API_FAILURE  # the snapshot was malformed
     assert list(turn.continuation) == [{"type": "model_output", "content": [image]}]
 
 

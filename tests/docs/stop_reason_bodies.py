@@ -62,6 +62,10 @@ def responses(case: str) -> dict[str, Any]:
                 "content": [{"type": "output_text", "text": "hello"}],
             }
         )
+    if variant == "badcontainer":  # output of the wrong JSON type
+        body["output"] = "hello"
+    elif variant == "badentry":  # an output item of the wrong JSON type
+        body["output"].append(5)
     return body
 
 
@@ -105,11 +109,21 @@ def chat(case: str) -> dict[str, Any]:
             },
             {"id": "call_2", "type": "custom", "custom": {"name": "math_exp", "input": "4 + 4"}},
         ]
+    elif variant == "badentry":  # a complete call beside a tool_calls entry of the wrong JSON type
+        msg["tool_calls"] = [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_order", "arguments": json.dumps(CALL_ARGS)},
+            },
+            5,
+        ]
+    message: Any = "hello" if variant == "badcontainer" else msg  # a message of the wrong JSON type
     return {
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "model": "gpt-x",
-        "choices": [{"index": 0, "message": msg, "finish_reason": raw}],
+        "choices": [{"index": 0, "message": message, "finish_reason": raw}],
         "usage": {"prompt_tokens": 5, "completion_tokens": 3},
     }
 
@@ -130,12 +144,14 @@ def anthropic(case: str) -> dict[str, Any]:
             thinking = {"type": "thinking", "thinking": "Let me look it up."}
             call = {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": CALL_ARGS}
             content = [thinking, call] if raw == "tool_use" else [thinking, *content]
+    elif variant == "badentry":  # a complete tool_use beside a block of the wrong JSON type
+        content = [{"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": CALL_ARGS}, 5]  # type: ignore[list-item]
     return {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",
         "model": "claude-x",
-        "content": content,
+        "content": "hello" if variant == "badcontainer" else content,
         "stop_reason": raw,
         "stop_sequence": None,
         "usage": {"input_tokens": 5, "output_tokens": 3},
@@ -155,10 +171,14 @@ def gemini(case: str) -> dict[str, Any]:
         parts = [{"functionCall": {"name": "get_order", "args": CALL_ARGS}}]
     if variant == "noname":
         parts = [{"functionCall": {"args": CALL_ARGS}}]
+    if variant == "badentry":  # a complete call beside a functionCall of the wrong JSON type
+        parts = [{"functionCall": {"name": "get_order", "args": CALL_ARGS}}, {"functionCall": "get_order"}]
     role = "user" if variant == "notmodel" else "model"
     cand: dict[str, Any] = {"content": {"role": role, "parts": parts}, "finishReason": raw, "index": 0}
     if variant == "noparts":
         cand = {"content": {"role": "model"}, "finishReason": raw, "index": 0}
+    if variant == "badcontainer":  # parts of the wrong JSON type
+        cand = {"content": {"role": "model", "parts": "hello"}, "finishReason": raw, "index": 0}
     return {
         "candidates": [cand],
         "responseId": "g1",
@@ -176,6 +196,8 @@ def interactions(case: str) -> dict[str, Any]:
             {"type": "function_call", "id": "fc_1", "name": "get_order", "arguments": CALL_ARGS},
             {"type": "function_call", "arguments": CALL_ARGS},
         ]
+    if variant == "badentry":  # a complete call beside a step of the wrong JSON type
+        steps = [{"type": "function_call", "id": "fc_1", "name": "get_order", "arguments": CALL_ARGS}, 5]  # type: ignore[list-item]
     if variant == "error":  # a model_output step carrying a google.rpc.Status (14: UNAVAILABLE)
         steps = [{"type": "model_output", "content": [], "error": {"code": 14, "message": "unavailable"}}]
     body_errors: dict[str, Any] = {}
@@ -185,7 +207,7 @@ def interactions(case: str) -> dict[str, Any]:
         **body_errors,
         "id": "int_1",
         "status": raw,
-        "steps": steps,
+        "steps": "hello" if variant == "badcontainer" else steps,
         "usage": {"total_input_tokens": 5, "total_output_tokens": 3},
     }
 

@@ -4,12 +4,17 @@ assistant message must hold to be sent back in a request.
 ``check_request`` refuses a request that breaks them, as Anthropic does (400 invalid_request_error), and
 ``turn_from_message`` reads the same predicates before a turn's calls may run: a turn whose own
 continuation would be refused must fail before any handler runs, not after (issue 3 §3).
+
+The container id a transcript item carries (``CONTAINER_KEY``) is taken off the messages sent by
+``messages_and_container``; ``build_request`` sends it as ``container``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+# Private key of a transcript item: the response's container id. Never sent inside a message.
+CONTAINER_KEY = "callbound:container"
 THINKING_TYPES = ("thinking", "redacted_thinking")
 # What a thinking block must be sent back with (D8): Anthropic verifies the signature of a thinking
 # block (the encrypted data of a redacted one) of the turn it answers. Block type -> (field, error_code).
@@ -61,3 +66,20 @@ def pending_code_execution(content: list[dict[str, Any]]) -> bool:
         if b.get("type") == "server_tool_use" and b.get("id") not in answered:
             return True
     return False
+
+
+def messages_and_container(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+    """The items as Messages API messages, and the latest container id they carry. The list is
+    returned as is unless an item carries CONTAINER_KEY (one pass, no copy in the common case)."""
+    out: list[dict[str, Any]] | None = None
+    container: str | None = None
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and CONTAINER_KEY in item:
+            if out is None:
+                out = items[:index]
+            value = item[CONTAINER_KEY]
+            container = value if isinstance(value, str) and value else container
+            out.append({k: v for k, v in item.items() if k != CONTAINER_KEY})
+        elif out is not None:
+            out.append(item)
+    return (items if out is None else out), container

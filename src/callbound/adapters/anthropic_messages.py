@@ -18,6 +18,8 @@
   A ``tool_use`` turn with a tool_use block whose ``id`` is no non-empty string → API_FAILURE(missing_call_id),
   and a ``tool_use`` or paused turn holding a thinking block without a string ``signature`` (redacted:
   ``data``) → API_FAILURE(malformed_response): its continuation would be refused, so nothing runs.
+  So is any of those turns, or an ``end_turn`` / ``stop_sequence`` one, whose ``content`` is no list or
+  holds a block that is no object (``shapes.anthropic_content``; a missing or null content is none).
 - Tool schema (D9): ``$ref`` inlined; Anthropic takes JSON Schema as is otherwise.
 - Usage (D27): input = input + cache creation + cache read tokens; streamed usage is cumulative, so
   ``message_delta`` fields replace those of ``message_start``. When ``usage.iterations`` lists every
@@ -44,9 +46,10 @@ from typing import Any
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.registry import ToolDeclaration
 from ..core.types import Failure, Finish, ModelTurn, Provenance, RawFailure, ToolCall, Usage
-from .anthropic_blocks import THINKING_TYPES, lost_replay_field
+from .anthropic_blocks import CONTAINER_KEY, THINKING_TYPES, lost_replay_field
 from .anthropic_blocks import blank_text as _blank_text
 from .anthropic_blocks import blocks as _blocks
+from .anthropic_blocks import messages_and_container as _messages
 from .anthropic_blocks import pending_code_execution as _pending_code_execution
 from .anthropic_stream import _DELTA_DATA as _DELTA_DATA
 from .anthropic_stream import _DELTA_EVENT as _DELTA_EVENT
@@ -73,6 +76,7 @@ from .failures import (
 )
 from .finite import has_non_finite, invalid_json, json_text
 from .schema import inline_refs
+from .shapes import anthropic_content
 
 API = "anthropic-messages"
 PROVIDER = "anthropic"
@@ -90,8 +94,6 @@ QUOTA_ERRORS = QUOTA_CODES | {"enforced_spend_limit_reached", "billing_error"}
 #   failure, not retried; named as billing_error is).
 _CONTENT_FILTERED = "blocked by content filtering policy"
 _NO_CREDIT = "credit balance is too low"
-# Private key of a transcript item: the response's container id. Never sent inside a message.
-CONTAINER_KEY = "callbound:container"
 MESSAGE_KEYS = frozenset({"role", "content"})
 # settings["tool_choice"] strings: the API's types (anthropic-sdk-python ToolChoiceParam), and "required",
 # the OpenAI word for "any".
@@ -186,10 +188,12 @@ def turn_from_message(
     raw_inputs: dict[int, str] | None = None,
     *,
     unfinished: bool = False,
+    malformed: str | None = None,
 ) -> ModelTurn:
     """Map a complete Message (plain body or rebuilt from a stream) to a ModelTurn. ``raw_inputs``
     holds the joined input_json text of streamed tool_use blocks that did not parse, by block index;
-    ``unfinished`` says a streamed tool_use block never got its content_block_stop."""
+    ``unfinished`` says a streamed tool_use block never got its content_block_stop; ``malformed``: what
+    a stream found of the wrong JSON type (``shapes.anthropic_content``), as a plain body's content."""
     prov = _provenance(msg.get("model"))
     rid = _str(msg.get("id")) or synthetic_response_id(raw_sha256)
     content = list(msg["content"]) if isinstance(msg.get("content"), list) else []  # a copy: see tool_use
@@ -245,6 +249,17 @@ def turn_from_message(
 
     if stop == "refusal":  # D31: wins over any tool_use block in the same message
         return turn(Finish.REFUSAL, "refusal")
+    malformed = malformed or anthropic_content(msg.get("content"))
+    if malformed is not None and stop in (
+        "end_turn",
+        "stop_sequence",
+        "tool_use",
+        "pause_turn",
+        "compaction",
+    ):
+        # content, or a block of it, of the wrong JSON type (shapes.py): read leniently it was an empty
+        # completion or a call lost beside the ones that ran (D1). Not retried.
+        return turn(Finish.API_FAILURE, "malformed_response", Failure("status", False, None, None, malformed))
     if calls and stop in ("end_turn", "stop_sequence", "pause_turn", "compaction"):
         # D1: FINAL_TEXT is an explicit completion *with no calls*, and Anthropic proposes calls under
         # tool_use only. A call the model ended its turn on was neither run nor answered: reading that
@@ -357,24 +372,8 @@ class _Assembler(MessageStream):
         # Deltas are counted as they come; a tool_use whose input arrived whole (content_block_start,
         # message_start) is not: the finished turn gets the caps a plain body gets (issue 3 §4).
         caps = StreamCaps(self._max_call_bytes, self._max_response_bytes)
-        return capped(turn_from_message(msg, raw_sha256, raw_inputs, unfinished=unfinished), caps)
-
-
-def _messages(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
-    """The items as Messages API messages, and the latest container id they carry. The list is
-    returned as is unless an item carries CONTAINER_KEY (one pass, no copy in the common case)."""
-    out: list[dict[str, Any]] | None = None
-    container: str | None = None
-    for index, item in enumerate(items):
-        if isinstance(item, dict) and CONTAINER_KEY in item:
-            if out is None:
-                out = items[:index]
-            value = item[CONTAINER_KEY]
-            container = value if isinstance(value, str) and value else container
-            out.append({k: v for k, v in item.items() if k != CONTAINER_KEY})
-        elif out is not None:
-            out.append(item)
-    return (items if out is None else out), container
+        turn = turn_from_message(msg, raw_sha256, raw_inputs, unfinished=unfinished, malformed=self.malformed)
+        return capped(turn, caps)
 
 
 def _tool_name(tool: dict[str, Any]) -> list[str]:

@@ -33,6 +33,7 @@ from ..core.model import ProgressCallback
 from ..core.types import ArgumentsProgress, CallReady, CallStarted, ModelTurn, Progress
 from .base import StreamCaps, cap_tripped, join_fragments, utf8_len
 from .finite import has_non_finite, invalid_json
+from .shapes import anthropic_content
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
 from .stream import feed_one
 
@@ -101,6 +102,9 @@ class MessageStream:
         # The StreamCaps field that tripped (``cap_tripped``), for the subclass's finish() to pass to
         # ``too_large_turn`` as ``cap``.
         self.tripped_cap: str | None = None
+        # The first content container or block of the wrong JSON type (shapes.py), for the subclass's
+        # finish() to pass to the turn, as a plain body's content is judged.
+        self.malformed: str | None = None
 
     @property
     def aborted(self) -> bool:
@@ -127,6 +131,8 @@ class MessageStream:
             block = self._blocks[index] = _Block(dict(event["content_block"]))
             if block.tool_use:
                 return [CallStarted(self._label(index), str(block.base.get("name")))]
+        elif kind == "content_block_start" and event.get("content_block") is not None:
+            self.malformed = self.malformed or "content_block_not_an_object"
         elif kind == "content_block_delta" and isinstance(index, int) and index in self._blocks:
             return self._fragment(index, event.get("delta"))
         elif kind == "content_block_stop" and isinstance(index, int) and index in self._blocks:
@@ -160,6 +166,7 @@ class MessageStream:
         # them in the continuation; a tool_use among them is a call like any other).
         progress: list[Progress] = []
         content = message.get("content")
+        self.malformed = self.malformed or anthropic_content(content)
         for index, block in enumerate(content if isinstance(content, list) else []):
             if isinstance(block, dict):
                 self._blocks[index] = _Block(dict(block), done=True)

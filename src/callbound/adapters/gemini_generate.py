@@ -14,6 +14,8 @@
 - Continuation (D8): the candidate's ``content`` exactly as received (part order, ``thoughtSignature`` on
   the part it came on). Only a missing ``role`` is filled in (``model``): a multi-turn request needs it.
   Calls in a content whose role is another → API_FAILURE(malformed_response): they could not be answered.
+  So is a ``STOP`` turn whose candidate ``content`` is no object, ``parts`` no list, or a part or its
+  ``functionCall`` no object (``shapes.gemini_candidate``; missing or null is none), plain or streamed.
 - Results: one ``user`` content holding one ``functionResponse`` part per functionCall part, in call
   order, whose ``response`` is the ``model_result`` object itself (D8). Gemini refuses fewer response
   parts than call parts, so each part of a repeated call id gets that id's one result (D7).
@@ -72,6 +74,7 @@ from .failures import (
     says_context_window_exceeded,
 )
 from .gemini_schema import deep_merge, gemini_schema, gemini_usage, google_error_details, token_sum
+from .shapes import gemini_candidate
 
 API = "gemini-generate"
 PROVIDER = "google"
@@ -148,11 +151,13 @@ def turn_from_body(
     model: str | None = None,
     arg_errors: dict[int, str] | None = None,
     truncated_reason: str | None = None,
+    malformed: str | None = None,
 ) -> ModelTurn:
     """Map a complete GenerateContentResponse (plain body or rebuilt stream) to a ModelTurn.
 
     ``arg_errors`` overrides the argument error of calls assembled from a stream (by part index);
-    ``truncated_reason`` marks a STOP turn whose last streamed call could not be completed (D34)."""
+    ``truncated_reason`` marks a STOP turn whose last streamed call could not be completed (D34);
+    ``malformed``: what a stream found of the wrong JSON type (``shapes.gemini_candidate``)."""
     prov = _provenance(model or resp.get("modelVersion"))
     rid = resp.get("responseId")
     rid = rid if isinstance(rid, str) and rid else synthetic_response_id(raw_sha256)
@@ -223,6 +228,13 @@ def turn_from_body(
     if raw in REFUSAL_REASONS:
         return turn(Finish.REFUSAL, raw, raw.lower(), refusal=cand.get("finishMessage") or raw)
     if raw == "STOP":
+        malformed = malformed or gemini_candidate(cand)
+        if malformed is not None:
+            # a content, parts list, part or functionCall of the wrong JSON type (shapes.py): read
+            # leniently it was an empty completion or a call lost beside the ones that ran (D1)
+            return turn(
+                Finish.API_FAILURE, raw, "malformed_response", Failure("status", False, None, None, malformed)
+            )
         if truncated_reason:
             return turn(Finish.TRUNCATED, raw, truncated_reason)
         if calls and _nameless(parts):

@@ -5,7 +5,10 @@
   recordings. Calls are ``function_call`` steps (legacy: outputs) ``{id, name, arguments}``; ``id``
   becomes the call id (a missing one gets ``response_id:index``, D7, and is never sent back). A
   ``requires_action`` or ``completed`` turn with a call whose ``name`` is no non-empty string →
-  API_FAILURE(malformed_response, ``call_without_name``): an id-less call is answered by name.
+  API_FAILURE(malformed_response, ``call_without_name``): an id-less call is answered by name. So is
+  one whose ``steps`` (``outputs``) is no list or holds a step that is no object, or whose
+  ``model_output`` step's ``content`` is no list of objects (``shapes.interaction``; missing or null is
+  none), plain or streamed.
 - Status (D1): ``requires_action`` → TOOL_PROPOSALS (with calls); ``completed`` → TOOL_PROPOSALS if
   calls else FINAL_TEXT; ``incomplete`` → TRUNCATED (``max_tokens`` when the details say so, else
   ``incomplete``); ``budget_exceeded`` and ``requires_continuation`` → TRUNCATED (reason the status);
@@ -105,6 +108,8 @@ from .gemini_interactions_errors import (
 )
 from .gemini_schema import deep_merge, gemini_usage, google_error_details, token_sum
 from .schema import inline_refs
+from .shapes import interaction as shape_of_interaction
+from .shapes import interaction_step
 
 API = "gemini-interactions"
 PROVIDER = "google"
@@ -147,17 +152,20 @@ def turn_from_interaction(
     items: list[dict[str, Any]] | None = None,
     raw_arguments: dict[int, str] | None = None,
     unfinished: bool = False,
+    malformed: str | None = None,
 ) -> ModelTurn:
     """Map an Interaction object (plain body, or a stream's terminal snapshot plus rebuilt ``items``).
 
     ``raw_arguments`` holds the argument text a stream sent for a call (by position in ``items``):
     that text, not the object rebuilt for the continuation, is what the strict parser reads (D5).
-    ``unfinished`` says a streamed function_call step never got its ``step.stop``."""
+    ``unfinished`` says a streamed function_call step never got its ``step.stop``; ``malformed``: a
+    step a stream sent of the wrong JSON type (``shapes.interaction_step``)."""
     prov = _provenance(model or inter.get("model"))
     rid = _real_id(inter.get("id")) or synthetic_response_id(raw_sha256)
     legacy = "steps" not in inter and isinstance(inter.get("outputs"), list)
     if items is None:
-        # Like a missing list, a malformed one (``"steps": 5``) holds no steps.
+        # steps (outputs) of the wrong JSON type fail a requires_action or completed turn below
+        malformed = malformed or shape_of_interaction(inter)
         found = inter.get("outputs" if legacy else "steps")
         items = (
             [s for s in found if isinstance(s, dict) and s.get("type") not in _INPUT_STEPS]
@@ -205,6 +213,13 @@ def turn_from_interaction(
             failure=failure,
         )
 
+    malformed = malformed or next((w for i in items if (w := interaction_step(i)) is not None), None)
+    if status in ("requires_action", "completed") and malformed is not None:
+        # D1: only an explicit completion is success, and a body whose steps (or a model_output's
+        # content) have the wrong JSON type is none: read leniently it was an empty completion, or a
+        # call lost beside the ones that ran. Not retried, as openai-responses' malformed output.
+        failure = Failure("status", False, None, None, malformed)
+        return turn(Finish.API_FAILURE, status, "malformed_response", failure)
     if status in ("requires_action", "completed") and calls and unfinished:
         # "Arguments are parsed only after the provider's done event for that call" (issue 3 §4): a
         # function_call step with no step.stop (legacy: content.stop) never finished, even when its

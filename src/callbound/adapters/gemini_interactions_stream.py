@@ -41,6 +41,7 @@ from .gemini_interactions import (
     error_turn,
     turn_from_interaction,
 )
+from .shapes import interaction_step
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
 from .stream import feed_one
 
@@ -127,6 +128,7 @@ class _Assembler:
         self._usage: dict[str, Any] | None = None  # running totals (metadata.total_usage, step.stop usage)
         self._aborted = False
         self._tripped: str | None = None  # the StreamCaps field that tripped (cap_tripped)
+        self._malformed: str | None = None  # the first step snapshot of the wrong JSON type (shapes.py)
 
     @property
     def aborted(self) -> bool:
@@ -205,6 +207,12 @@ class _Assembler:
         elif kind in ("step.start", "content.start") and isinstance(index, int):
             snapshot = event.get("step" if kind == "step.start" else "content")
             self._legacy = self._legacy or kind == "content.start"
+            if self._malformed is None and snapshot is not None:
+                # judged as a plain body's steps are (shapes.interaction): a step is an object, and a
+                # model_output's content a list of objects
+                wrong = "step" if kind == "step.start" else "output"
+                shape = interaction_step(snapshot) if isinstance(snapshot, dict) else f"{wrong}_not_an_object"
+                self._malformed = shape
             if index not in self._items:
                 insort(self._order, index)
             item = self._items[index] = dict(snapshot) if isinstance(snapshot, dict) else {}
@@ -368,7 +376,7 @@ class _Assembler:
             inter["usage"] = self._usage  # a terminal event without usage: the running totals
         order = sorted(self._items)
         items = [self._build(i, self._items[i]) for i in order]
-        if not items and isinstance(inter.get("steps" if not self._legacy else "outputs"), list):
+        if not items and inter.get("steps" if not self._legacy else "outputs") is not None:
             # No step events, but the terminal event carries the steps itself (the SDK's
             # InteractionSseEventInteraction may include them): those are the turn.
             # whole arguments (step.start, or a terminal event carrying its steps) are not counted as
@@ -388,6 +396,12 @@ class _Assembler:
             for i, item in zip(order, items, strict=True)
         )
         turn = turn_from_interaction(
-            inter, raw_sha256, model=self._model, items=items, raw_arguments=raw, unfinished=unfinished
+            inter,
+            raw_sha256,
+            model=self._model,
+            items=items,
+            raw_arguments=raw,
+            unfinished=unfinished,
+            malformed=self._malformed,
         )
         return capped(turn, self._caps)

@@ -38,6 +38,7 @@ from .gemini_generate import (
     turn_from_body,
 )
 from .gemini_schema import PartialArgs
+from .shapes import gemini_candidate
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
 from .stream import feed_one
 
@@ -153,6 +154,7 @@ class _Assembler:
         self._usage: dict[str, Any] | None = None
         self._error: dict[str, Any] | None = None
         self._malformed: str | None = None
+        self._wrong_type: str | None = None  # the first content member of the wrong JSON type (shapes.py)
         self._aborted = False
         self._tripped: str | None = None  # the StreamCaps field that tripped (cap_tripped)
 
@@ -212,10 +214,12 @@ class _Assembler:
             return []
         out: list[Progress] = []
         content = cand.get("content")
+        # A content, parts list, part or functionCall of the wrong JSON type fails a STOP turn, as in a
+        # plain body (shapes.gemini_candidate): anything but a list holds no part.
+        self._wrong_type = self._wrong_type or gemini_candidate(cand)
         if isinstance(content, dict):
             self._role = content.get("role", self._role)
             parts = content.get("parts")
-            # Anything but a list holds no part, as for a plain body (turn_from_body).
             for part in parts if isinstance(parts, list) else ():
                 if isinstance(part, dict):
                     out.extend(self._part(part))
@@ -393,7 +397,12 @@ class _Assembler:
         if self._usage is not None:
             resp["usageMetadata"] = self._usage
         turn = turn_from_body(
-            resp, raw_sha256, model=model, arg_errors=self._arg_errors, truncated_reason=self._truncated
+            resp,
+            raw_sha256,
+            model=model,
+            arg_errors=self._arg_errors,
+            truncated_reason=self._truncated,
+            malformed=self._wrong_type,
         )
         # The counts above trip a cap as the bytes arrive, but take partialArgs strings decoded (a '"'
         # is 1 byte). The plain body's check on the assembled turn counts escapes too, so a response

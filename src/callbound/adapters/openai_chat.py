@@ -14,7 +14,9 @@
   Mistral's ``model_length`` → TRUNCATED(context_window_exceeded); ``content_filter`` → REFUSAL;
   anything else, ``""`` included, or none → API_FAILURE(unknown_stop_reason). Calls in a message whose
   ``role`` is another than ``assistant`` → API_FAILURE(malformed_response): they could not be answered
-  (a missing or null role is filled in as ``assistant``, as in a stream). An error
+  (a missing or null role is filled in as ``assistant``, as in a stream). So is a ``stop``,
+  ``tool_calls`` or ``function_call`` turn whose message, content or call container (or an entry of
+  one) has the wrong JSON type (``shapes.chat_message``; null is absent), plain or streamed. An error
   with code ``context_length_exceeded`` (HTTP 400) → TRUNCATED (context_window_exceeded), raw_stop_reason
   the status (D32), as in openai-responses.
 - Tool schema (D9): ``$ref`` inlined, OpenAI strict transform where the schema allows it.
@@ -64,6 +66,7 @@ from .base import (
 )
 from .failures import map_failure, read_openai_error
 from .schema import openai_strict
+from .shapes import chat_message
 
 if TYPE_CHECKING:
     from .openai_chat_stream import _Assembler
@@ -164,9 +167,12 @@ def _calls(message: dict[str, Any], rid: str) -> tuple[list[ToolCall], bool, boo
     return calls, complete, foreign
 
 
-def turn_from_completion(resp: dict[str, Any], raw_sha256: str, error_kind: str = "error_body") -> ModelTurn:
+def turn_from_completion(
+    resp: dict[str, Any], raw_sha256: str, error_kind: str = "error_body", malformed: str | None = None
+) -> ModelTurn:
     """Map a complete chat.completion object (plain body or rebuilt from a stream) to a ModelTurn.
-    ``error_kind``: the Failure kind of an error object read with finish_reason ``error``."""
+    ``error_kind``: the Failure kind of an error object read with finish_reason ``error``; ``malformed``:
+    what a stream found of the wrong JSON type (``shapes.chat_message``), as a plain body's message."""
     prov = _provenance(resp.get("model"))
     rid = _str(resp.get("id")) or synthetic_response_id(raw_sha256)
     choices = resp.get("choices")
@@ -174,6 +180,7 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str, error_kind: str 
     if isinstance(choices, list):
         choice = next((c for c in choices if is_first_choice(c)), {})
     raw_message = choice.get("message")
+    malformed = malformed or chat_message(raw_message)
     message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
     if message and message.get("role") is None:
         # Some compatible servers leave the role out; the stream assembler reads it as "assistant" too,
@@ -222,6 +229,10 @@ def turn_from_completion(resp: dict[str, Any], raw_sha256: str, error_kind: str 
         # window filled mid-answer. D1 lists "context window exceeded" under TRUNCATED, read as
         # Anthropic's model_context_window_exceeded is; not retried (the same request fills it again).
         return turn(Finish.TRUNCATED, "context_window_exceeded")
+    if raw_reason in ("tool_calls", "function_call", "stop") and malformed is not None:
+        # A message, content or call container of the wrong JSON type (shapes.py): read leniently, the
+        # turn became an empty completion or lost a call while its siblings ran (D1). Not retried.
+        return turn(Finish.API_FAILURE, "malformed_response", Failure("status", False, None, None, malformed))
     if raw_reason in ("tool_calls", "function_call", "stop") and foreign:
         # As a Responses custom_tool_call is (docs/stop-reasons.md, completed+clientcall): no final
         # answer, and none of the turn's calls runs, since the turn cannot be answered whole.

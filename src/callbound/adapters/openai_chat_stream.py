@@ -38,6 +38,7 @@ from .openai_chat import (
     turn_from_completion,
 )
 from .openai_chat_ids import Slot, another_call, arguments_of, sorted_json, whole, wire_index
+from .shapes import chat_message
 from .sse import DONE, JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
 from .stream import feed_one
 
@@ -171,6 +172,7 @@ class _Assembler:
         self._details: list[dict[str, Any]] = []  # delta.reasoning_details (OpenRouter), merged
         self._detail_parts: list[dict[str, list[str]]] = []  # text fragments of each merged detail
         self._extra: dict[str, Any] = {}  # delta.extra_content (Gemini: a text part's thought signature)
+        self._malformed: str | None = None  # the first delta member of the wrong JSON type (shapes.py)
         self._slots: dict[int, Slot] = {}
         # A call opened at an index another call already holds (Ollama 0.20.x sends every parallel call
         # whole at index 0, each with its own id: ollama issue 15457, vercel/ai PR 14277) gets the next
@@ -241,6 +243,8 @@ class _Assembler:
             # (vercel/ai packages/moonshotai __fixtures__ moonshotai-stream-choice-usage, -usage-precedence).
             self._choice_usage = choice["usage"]
         delta = choice.get("delta")
+        # a delta, content or call fragment of the wrong JSON type fails the turn (shapes.py)
+        self._malformed = self._malformed or chat_message(delta, "delta")
         if isinstance(delta, dict):
             if _str(delta.get("role")):
                 self._role = delta["role"]
@@ -561,7 +565,7 @@ class _Assembler:
         if self._choice_error is not None:
             choice["error"] = self._choice_error
         resp = {"id": self._response_id, "model": self._model, "choices": [choice], "usage": raw_usage}
-        turn = turn_from_completion(resp, raw_sha256, "error_event")
+        turn = turn_from_completion(resp, raw_sha256, "error_event", self._malformed)
         if turn.finish is Finish.TOOL_PROPOSALS and self._conflicting():
             return replace(
                 turn,
