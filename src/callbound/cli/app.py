@@ -18,6 +18,7 @@ from rich.text import Text
 from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
 from ..runtime.runner import Outcome
 from .approvals import approvals_app
+from .consoles import discard, finish_output
 from .errors import MAX_LIMIT, CallboundGroup, audit_key, err, guard, out
 from .errors import fail as _fail
 from .ledger import ledger_app
@@ -418,7 +419,11 @@ def parse_cmd(
     text = json.dumps(result, ensure_ascii=False)
     # A lone surrogate escape in the response (text may hold one, as read) has no UTF-8 form: written as
     # the same JSON escape, the line stays JSON that loads back equal (issue 3 §5, D28: exit 0).
-    sys.stdout.write(text.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
+    try:
+        sys.stdout.write(text.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader took what it wanted (| head -c): parsed, exit 0 (r2 F1)
+        discard(sys.stdout)
 
 
 @app.command("worker")
@@ -479,3 +484,4 @@ def main() -> None:
         app()
     finally:
         let_tool_handlers_finish(err)
+        finish_output()  # a closed stdout discarded, not "Exception ignored" and exit 120 (r2 F1)

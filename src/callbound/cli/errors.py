@@ -1,6 +1,17 @@
 """How a command reports what it cannot do: one ``error:`` line and exit 2 (D28: a usage error or
 unreadable input), never a traceback, and never exit 1, which ``audit verify`` keeps for tampering.
 
+Exit codes (D28): 0 success (``run``/``resume``: COMPLETED or WAITING_APPROVAL), 1 tampering found by
+``audit verify``, 2 a usage error or unreadable input, 3 any other terminal state, 130 Ctrl-C.
+
+A reader that closes stdout early (``callbound ... | head``) changes none of them (review round 16,
+r2 F1): the consoles go quiet (cli/consoles.py), the command finishes what it was doing (a drive
+reaches its commit), and the process exits with the code the command's outcome gives, so
+``set -o pipefail`` still reads ``audit verify | head`` right. Not 141 (a process SIGPIPE killed):
+the command was not killed, and its outcome is the more useful answer. Only a write outside the
+consoles that meets the closed pipe and stops a command leaves with 141; never with 1, which click
+and rich used for it.
+
 - ``fail``: print the error line, return the ``typer.Exit`` to raise.
 - ``CallboundGroup``: the root command group; a ``CallboundError`` that escapes any command (a
   ``StoreError``: the store is locked, unreachable or refused a value; a ``UsageError``) ends there.
@@ -12,21 +23,23 @@ unreadable input), never a traceback, and never exit 1, which ``audit verify`` k
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
 from ..core.errors import CallboundError
+from .consoles import CliConsole, discard
 from .render import shown
 
 # markup=False: what callbound prints holds model output, tool arguments and provider messages, whose
 # square brackets Rich would read as style tags (hiding part of the arguments an approver is shown,
 # or failing on "[/b]"); styled parts are built as Text instead.
-out = Console(soft_wrap=True, markup=False)
-err = Console(stderr=True, soft_wrap=True, markup=False)
+# CliConsole: quiet when the reader goes away, escapes what the stream cannot encode (cli/consoles.py).
+out = CliConsole(soft_wrap=True, markup=False)
+err = CliConsole(stderr=True, soft_wrap=True, markup=False)
 
 
 # The ceiling of --limit (ops list, ledger list), far below the 64-bit LIMIT SQLite and PostgreSQL take: a
@@ -53,6 +66,11 @@ class CallboundGroup(TyperGroup):
             return super().invoke(ctx)
         except CallboundError as exc:
             raise fail(str(exc) or type(exc).__name__) from exc
+        except BrokenPipeError as exc:
+            # a write outside the consoles met a closed stdout and stopped the command: 141, as a
+            # shell reports a process SIGPIPE killed; click would exit 1, the code of tampering
+            discard(sys.stdout)
+            raise typer.Exit(141) from exc
 
 
 def _unencodable(text: str) -> str | None:

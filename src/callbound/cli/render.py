@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ..core.types import ArgumentsProgress, CallReady, CallStarted, Progress, Transition
 from ..runtime.runner import Outcome
+from .consoles import CliConsole
 
 COLOURS = {
     "COMPLETED": "green",
@@ -170,4 +171,7 @@ def print_table(console: Console, table: Any) -> None:
     if console.is_terminal:
         console.print(table)
     else:
-        Console(width=10_000, soft_wrap=True, markup=False).print(table)
+        wide = CliConsole(width=10_000, soft_wrap=True, markup=False)
+        wide.print(table)
+        if wide.broken_pipe:  # the reader went away: the command's own console says nothing more either
+            console.quiet = True

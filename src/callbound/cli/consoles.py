@@ -1,0 +1,86 @@
+"""The consoles every command prints through, and what they do with output that cannot be written.
+
+- A reader that closes early (``callbound run ... | head -4``): rich's ``Console.on_broken_pipe``
+  raises ``SystemExit(1)``. Printed from a runner's ``on_transition`` observer, that unwound a drive
+  between a write handler's return and the commit that records it, leaving the write STARTED, the
+  operation EXECUTING, and exit 1 (review round 16, r2 F1). ``CliConsole`` goes quiet instead: what
+  is still printed is dropped, the drive goes on to its commit, and the command exits with the code
+  its outcome gives (cli/errors.py says which codes those are).
+- Text with no form in the output's encoding (a lone surrogate a model's JSON text may carry,
+  ``"\\ud800"``): rich raised ``UnicodeEncodeError`` after the operation COMPLETED, a traceback and
+  exit 1 from ``run``, ``resume`` and ``ops show --json`` (r2 F2). It is written as its backslash
+  escape, as ``callbound parse`` does; inside a JSON string that escape loads back equal.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from typing import IO, Any
+
+from rich.console import Console
+from rich.segment import Segment
+
+
+def discard(stream: IO[str] | Any) -> None:
+    """Point ``stream``'s file descriptor at ``os.devnull``: its reader is gone. What is still
+    buffered, or written later, goes nowhere instead of raising ``BrokenPipeError`` again (at
+    interpreter exit Python would print "Exception ignored ... BrokenPipeError" and exit 120)."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # a test runner's in-memory stream
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def encodable(text: str, encoding: str | None) -> str:
+    """``text`` with each character ``encoding`` cannot write shown as its backslash escape."""
+    codec = encoding or "utf-8"
+    try:
+        text.encode(codec)
+    except UnicodeEncodeError:
+        return text.encode(codec, "backslashreplace").decode(codec)
+    except LookupError:  # a stream that names no codec Python knows: left to the stream
+        pass
+    return text
+
+
+class CliConsole(Console):
+    """A rich console that goes quiet when its reader closes the pipe, and escapes what its stream's
+    encoding cannot write (see the module docstring)."""
+
+    broken_pipe = False
+
+    def on_broken_pipe(self) -> None:
+        # rich's own: quiet, stdout to devnull, then SystemExit(1), which no observer guard catching
+        # Exception stops. Quiet only, and the stream this console writes (stderr too) to devnull.
+        self.quiet = True
+        self.broken_pipe = True
+        discard(self.file)
+
+    def _check_buffer(self) -> None:
+        try:
+            super()._check_buffer()
+        except BrokenPipeError:  # a rich without on_broken_pipe lets it out
+            self.on_broken_pipe()
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return encodable(super()._render_buffer(buffer), getattr(self.file, "encoding", None))
+
+
+def finish_output() -> None:
+    """Flush stdout and stderr before the process exits, a closed pipe discarded as above."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:
+            continue
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            discard(stream)
+        except (OSError, ValueError):  # closed, or not flushable: nothing more to write there
+            pass
