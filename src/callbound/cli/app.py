@@ -21,6 +21,7 @@ from .approvals import approvals_app
 from .consoles import discard, finish_output
 from .errors import MAX_LIMIT, CallboundGroup, audit_key, err, guard, out
 from .errors import fail as _fail
+from .heads import SHOWN, check_loadable, damaged, fault, listed_heads, shown_row
 from .ledger import ledger_app
 from .lifecycle import let_tool_handlers_finish, serve
 from .render import (
@@ -75,6 +76,9 @@ def _runner_for(store: Any, operation_id: str, app_ref: str | None) -> Any:
     stored = store.load_operation(operation_id)
     if stored is None:
         raise _fail(f"no operation {operation_id!r} in this store")
+    unloadable = check_loadable(stored, operation_id)  # a KeyError deep in the runtime otherwise (r2 F3)
+    if unloadable is not None:
+        raise _fail(unloadable)
     saved = stored.head.get("app") or {}
     ref = app_ref or saved.get("ref")
     if not ref:
@@ -260,39 +264,32 @@ def ops_list(
     if state is not None and state not in State.__members__:
         raise _fail(f"unknown state {state!r}; use one of {', '.join(State.__members__)}")
     st = _open(store, create=False)
-    heads = st.list_operations(tenant=tenant, state=state, limit=min(limit, MAX_LIMIT))
-    if as_json:
-        out.print_json(
-            json.dumps(
-                [
-                    {
-                        k: h.get(k)
-                        for k in (
-                            "operation_id",
-                            "tenant",
-                            "subject",
-                            "state",
-                            "reason",
-                            "created_at",
-                            "updated_at",
-                        )
-                    }
-                    for h in heads
-                ]
+    heads = listed_heads(st, tenant, state, min(limit, MAX_LIMIT))
+    for h, why in heads:  # r2 F3: listed and marked, the others still listed
+        if why is not None:
+            err.print(
+                Text.assemble(("warning:", "yellow"), f" {damaged(h.get('operation_id'), why)}"),
+                highlight=False,
             )
-        )
+    if as_json:
+        fields = ("operation_id", "tenant", "subject", "state", "reason", "created_at", "updated_at")
+        listed = [
+            {k: h.get(k) for k in fields} | ({} if why is None else {"damaged": why}) for h, why in heads
+        ]
+        out.print_json(json.dumps(listed, default=str))
         return
     from rich.table import Table
 
     table = Table("operation", "tenant", "state", "reason", "created", "updated")
-    for h in heads:
+    for h, why in heads:
+        r = shown_row(h, why)
         table.add_row(
-            h["operation_id"],
-            h["tenant"],
-            h["state"],
-            h.get("reason") or "",
-            h["created_at"],
-            h.get("updated_at") or "",
+            r["operation_id"],
+            r["tenant"],
+            r["state"],
+            r.get("reason") or "",
+            r["created_at"],
+            r.get("updated_at") or "",
         )
     _print_table(table)
 
@@ -317,6 +314,20 @@ def ops_show(
         out.print_json(json.dumps({"head": stored.head, "timeline": transitions}, default=str))
         return
     h = stored.head
+    from datetime import datetime
+
+    from ..core.types import Transition
+
+    why = fault(h, SHOWN)
+    try:
+        timeline = [
+            Transition(t["state"], datetime.fromisoformat(t["at"]), t["cause"], t.get("details", {}))
+            for t in transitions
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        why = why or f"a transition of its journal does not read ({type(exc).__name__}: {exc})"
+    if why is not None:  # r2 F3: a KeyError traceback before; --json still prints it as stored
+        raise _fail(f"{damaged(operation_id, why)}; ops show --json prints it as stored")
     out.print(
         Text.assemble(
             (operation_id, "bold"),
@@ -324,16 +335,8 @@ def ops_show(
             f"reason={h.get('reason')}",
         )
     )
-    from datetime import datetime
-
-    from ..core.types import Transition
-
-    for t in transitions:
-        print_timeline_row(
-            out,
-            operation_id,
-            Transition(t["state"], datetime.fromisoformat(t["at"]), t["cause"], t.get("details", {})),
-        )
+    for t in timeline:
+        print_timeline_row(out, operation_id, t)
     if h.get("escalation"):
         out.print(Text.assemble(("escalation:", "red"), f" {json.dumps(h['escalation'])}"))
 
@@ -484,4 +487,5 @@ def main() -> None:
         app()
     finally:
         let_tool_handlers_finish(err)
+        finish_output()  # a closed stdout discarded, not "Exception ignored" and exit 120 (r2 F1)
         finish_output()  # a closed stdout discarded, not "Exception ignored" and exit 120 (r2 F1)
