@@ -159,7 +159,8 @@ def demo_refund(
             decisions = []
             for a in pending:
                 verdict = "approve" if approve else "deny" if deny else None
-                if verdict is None and sys.stdin.isatty():
+                # stdin closed (<&-) is None: no terminal, as the README says (review round 16, r2 F4)
+                if verdict is None and sys.stdin is not None and sys.stdin.isatty():
                     out.print(
                         Text.assemble(
                             "approval ",
@@ -411,6 +412,8 @@ def parse_cmd(
     """Print the normalised turn of a recorded response as one JSON object."""
     from .parse import parse_input
 
+    if file == "-" and sys.stdin is None:  # closed (<&-), not empty (review round 16, r2 F4)
+        raise _fail("cannot read standard input: it is closed; pipe the response in, or name its file")
     try:
         data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
     except OSError as exc:
@@ -487,5 +490,6 @@ def main() -> None:
         app()
     finally:
         let_tool_handlers_finish(err)
+        finish_output()  # a closed stdout discarded, not "Exception ignored" and exit 120 (r2 F1)
         finish_output()  # a closed stdout discarded, not "Exception ignored" and exit 120 (r2 F1)
         finish_output()  # a closed stdout discarded, not "Exception ignored" and exit 120 (r2 F1)
