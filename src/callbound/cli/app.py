@@ -23,7 +23,7 @@ from .errors import MAX_LIMIT, CallboundGroup, audit_key, err, guard, out
 from .errors import fail as _fail
 from .heads import SHOWN, check_loadable, damaged, fault, listed_heads, shown_row
 from .ledger import ledger_app
-from .lifecycle import let_tool_handlers_finish, serve
+from .lifecycle import interrupted, let_tool_handlers_finish, serve
 from .render import (
     DEFAULT_STORE,
     AppRefOpt,
@@ -33,6 +33,7 @@ from .render import (
     print_timeline_row,
     print_waiting,
     progress_printer,
+    store_flag,
 )
 
 app = typer.Typer(
@@ -142,11 +143,13 @@ def demo_refund(
         runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
         if stream:
             runner.on_progress = progress_printer(out)
+    operation_id = runner.ids.new_id("op")  # known before the drive: a Ctrl-C message names it
     try:
         outcome = runner.run_sync(
             input="My kettle from order A1 arrived broken. Please refund it.",
             tenant="acme",
             subject="customer-1",
+            operation_id=operation_id,
         )
         while outcome.state == "WAITING_APPROVAL":
             pending = outcome.pending_approvals
@@ -186,6 +189,8 @@ def demo_refund(
                     else Decision.deny(a.approval_id, approver, "denied in the demo")
                 )
             outcome = runner.resume_sync(outcome.operation_id, decisions)
+    except KeyboardInterrupt:
+        raise interrupted(err, st, operation_id, store_flag(store)) from None
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
     expected_state, expected_reason = SCENARIOS[scenario]
@@ -236,6 +241,8 @@ def resume_cmd(
         if not as_json:
             runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
         outcome = runner.resume_sync(operation_id)
+    except KeyboardInterrupt:
+        raise interrupted(err, st, operation_id, store_flag(store)) from None
     except StaleLease:  # cancelled or claimed while this resume drove it: report what the store holds
         from .live import taken_over
 
@@ -486,10 +493,30 @@ guard(app)  # every command checks its text arguments first (cli/errors.py)
 
 
 def main() -> None:
+    """The console script. Whatever the command ended with, the tool handlers still running get their
+    grace period, and what is still buffered for stdout is flushed (a closed pipe discarded, not exit
+    120). A Ctrl-C while waiting for them exits 130 at once, without a traceback (review round 16, r2 F5)."""
+    # _finish inside each handler: the exception's frames keep the command's runner, and with it the
+    # (weakly registered) executor of its handlers, alive while they are waited for
     try:
         app()
-    finally:
+    except SystemExit as exc:
+        code = _finish(exc.code)
+    except KeyboardInterrupt:  # outside a command (typer turns one inside into exit 130 itself)
+        code = _finish(130)
+    except BaseException:
+        _finish()
+        raise
+    else:
+        code = _finish(0)
+    raise SystemExit(code)
+
+
+def _finish(code: int | str | None = None) -> int | str | None:
+    try:
         let_tool_handlers_finish(err)
-        finish_output()  # a closed stdout discarded, not "Exception ignored" and exit 120 (r2 F1)
-        finish_output()  # a closed stdout discarded, not "Exception ignored" and exit 120 (r2 F1)
-        finish_output()  # a closed stdout discarded, not "Exception ignored" and exit 120 (r2 F1)
+    except KeyboardInterrupt:
+        err.print("interrupted again: exiting now, without waiting for the tool handlers", highlight=False)
+        code = 130
+    finish_output()
+    return code

@@ -1,5 +1,9 @@
-"""How a command's process ends: a worker stopping on a signal, and sync handler threads still running
-when a command is done."""
+"""How a command's process ends: a worker stopping on a signal, a drive stopped by Ctrl-C, and sync
+handler threads still running when a command is done.
+
+Ctrl-C during ``run``/``resume``/``demo`` (review round 16, r2 F5): the command says where the
+operation was left and prints the ``callbound resume`` that continues it (exit 130); handlers it
+interrupted get their grace period, and a second Ctrl-C exits at once, without a traceback."""
 
 from __future__ import annotations
 
@@ -8,10 +12,19 @@ import contextlib
 import signal
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.text import Text
 
+from ..core.errors import CallboundError
+from ..core.states import TERMINAL
 from ..runtime.tools import executors_with_running_handlers
+
+# The operations whose drive Ctrl-C stopped in this process (let_tool_handlers_finish words its warning
+# for them: no handler "timed out" there), and the executors of the handlers it interrupted, held here:
+# the registry of executors is weak, and the command's runner is gone by the time the process exits.
+_interrupted: list[str] = []
+_held: list[Any] = []
 
 
 async def serve(worker: Any, err: Console, max_operations: int | None, idle_exit: float | None) -> Any:
@@ -39,13 +52,66 @@ async def serve(worker: Any, err: Console, max_operations: int | None, idle_exit
     return await worker.run(max_operations=max_operations, idle_exit_s=idle_exit)
 
 
+def interrupted(err: Console, store: Any, operation_id: str, flag: str) -> typer.Exit:
+    """Ctrl-C stopped the drive of ``operation_id``: say how it was left and what continues it.
+    ``flag`` is the ``--store`` part of the commands to print. The store is what a new process
+    would read: the drive left it consistent, at the state of its last commit."""
+    _interrupted.append(operation_id)
+    running = executors_with_running_handlers()
+    _held.extend(running)
+    try:
+        stored = store.load_operation(operation_id)
+        state = None if stored is None else str(stored.head.get("state"))
+    except CallboundError:  # unreadable now (locked): the resume command is still the way on
+        state = "?"
+    if state is None:
+        said = f"operation {operation_id} was not saved yet; nothing ran: run the command again"
+    elif state in TERMINAL:
+        said = f"operation {operation_id} had already ended {state}"
+    else:
+        shown = "" if state == "?" else f" ({state})"
+        said = (
+            f"operation {operation_id} is saved{shown} and can go on from where it stopped: "
+            f"callbound resume {operation_id}{flag}"
+        )
+        if running:
+            said += (
+                " (a tool call it was running is resolved by that resume: a write is reconciled, or the "
+                "operation stops OUTCOME_UNKNOWN when its tool has no reconcile)"
+            )
+    err.print(Text.assemble(("interrupted:", "yellow"), f" {said}"), highlight=False)
+    return typer.Exit(130)
+
+
 def let_tool_handlers_finish(err: Console) -> None:
     """A sync handler that timed out may still run in its (daemon) thread. Give it its grace period
     to finish, then exit without it rather than hang: its call already ended as a timeout. A write
     whose handler outlived its grace is an unknown outcome nobody may reconcile (its thread could still
-    land the effect): its operation stopped OUTCOME_UNKNOWN, and a human settles it (D16)."""
-    left = sum(ex.drain(ex.grace_s) for ex in executors_with_running_handlers())
-    if left:
+    land the effect): its operation stopped OUTCOME_UNKNOWN, and a human settles it (D16).
+    After a Ctrl-C the handlers still running are the ones it interrupted; a second Ctrl-C ends the
+    wait (``main`` catches it)."""
+    running = [
+        ex
+        for ex in {id(ex): ex for ex in [*_held, *executors_with_running_handlers()]}.values()
+        if ex.running
+    ]
+    if running and _interrupted:
+        err.print(
+            f"waiting up to {max(ex.grace_s for ex in running):g} s for the interrupted tool handler(s) to "
+            "return (Ctrl-C again to exit now)",
+            highlight=False,
+        )
+    left = sum(ex.drain(ex.grace_s) for ex in running)
+    if left and _interrupted:
+        err.print(
+            Text.assemble(
+                ("warning:", "yellow"),
+                f" {left} interrupted tool handler(s) still running; exiting without them. Whatever they "
+                "do now is not recorded: the resume printed above resolves each write they ran",
+            ),
+            highlight=False,
+        )
+    elif left:
         err.print(
             Text.assemble(
                 ("warning:", "yellow"),

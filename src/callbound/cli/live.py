@@ -201,6 +201,12 @@ def _drive(runner: Any, prompt: str, tenant: str, subject: str, store: str, as_j
     operation_id = runner.ids.new_id("op")
     try:
         outcome = runner.run_sync(input=prompt, tenant=tenant, subject=subject, operation_id=operation_id)
+    except KeyboardInterrupt:  # say where it was left and how to go on (review round 16, r2 F5)
+        from .errors import err
+        from .lifecycle import interrupted
+        from .render import store_flag
+
+        raise interrupted(err, runner.store, operation_id, store_flag(store)) from None
     except StaleLease:
         outcome = taken_over(runner, operation_id)
     except (UsageError, StoreError) as exc:
