@@ -753,7 +753,7 @@ def test_build_request_settings_mapping() -> None:
     assert req == {"max_tokens": 4096, "messages": [{"role": "user", "content": "hi"}]}
     req = ADAPTER.build_request(
         items=items, tools=[{"name": "f"}], instructions="Be brief.", stream=True,
-        settings={"model": "claude-x", "max_output_tokens": 512, "temperature": 0.1, "tool_choice": {"name": "f"},
+        settings={"model": "claude-x", "max_output_tokens": 512, "temperature": 0.1,
                   "extra": {"tool_choice": {"type": "any", "disable_parallel_tool_use": True}}},
     )  # fmt: skip
     assert (req["model"], req["max_tokens"], req["temperature"], req["system"]) == (

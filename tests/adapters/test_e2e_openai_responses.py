@@ -184,11 +184,13 @@ def test_synthetic_response_id_is_never_sent_as_previous_response_id() -> None:
     ]
 
 
-def test_store_false_passed_through_extra_replays_with_encrypted_reasoning() -> None:
+def test_store_false_beside_an_include_in_extra_replays_with_encrypted_reasoning() -> None:
+    # store goes in settings (extra["store"] is a UsageError since review round 16); extra's include is kept
     outcome, model = run(
         [resp("resp_1", fc(1)), resp("resp_2", msg("Sunny."))],
         continuation="previous_response_id",
-        extra={"store": False, "include": ["web_search_call.action.sources"]},
+        store=False,
+        extra={"include": ["web_search_call.action.sources"]},
     )
     assert outcome.state is State.COMPLETED
     second = model.requests[1]

@@ -62,6 +62,7 @@ from .base import (
     failure_turn,
     make_call,
     result_text,
+    set_once,
     stream_cut_turn,
     synthetic_response_id,
     too_large_turn,
@@ -456,6 +457,7 @@ class AnthropicMessagesAdapter:
         tools = with_extra_tools(API, tools, extra, _tool_name)  # server tools are added
         if tools:
             body["tools"] = tools
+        set_once(API, settings, "tool_choice", ("tool_choice",))
         if settings.get("tool_choice") is not None:
             body["tool_choice"] = _tool_choice(settings["tool_choice"])
         if settings.get("temperature") is not None:

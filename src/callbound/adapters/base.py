@@ -242,6 +242,25 @@ def rendered_tool_choice(choice: Any, plain: dict[str, Any], named: Callable[[st
     raise UsageError(f"tool_choice {choice!r} is not one of 'auto', 'required', 'none' or {{'name': ...}}")
 
 
+def set_once(api: str, settings: dict[str, Any], setting: str, *paths: tuple[str, ...]) -> None:
+    """``settings[setting]`` and the same option in ``settings["extra"]`` (at any of ``paths``) may not
+    both be set: extra is merged last and would replace the checked setting (a provider's own
+    ``tool_choice`` form over ``settings["tool_choice"]``; review round 16). A ``UsageError``, raised
+    when the runner is built (its throwaway request), before anything is stored (D4, D25)."""
+    extra = settings.get("extra")
+    if settings.get(setting) is None or not isinstance(extra, dict):
+        return
+    for path in paths:
+        found: Any = extra
+        for key in path:
+            found = found.get(key) if isinstance(found, dict) else None
+        if found is not None:
+            where = "".join(f"[{key!r}]" for key in path)
+            raise UsageError(
+                f"{api}: settings[{setting!r}] and settings['extra']{where} set the same option; keep one"
+            )
+
+
 def utf8_len(text: str) -> int:
     """UTF-8 bytes of streamed argument text, for the byte caps. Never raises: a lone surrogate (one
     half of a character outside the BMP whose escaped halves arrived in two deltas) counts 2 bytes,

@@ -64,6 +64,7 @@ from .base import (
     failure_turn,
     make_call,
     rendered_tool_choice,
+    set_once,
     synthetic_response_id,
     with_extra_tools,
 )
@@ -304,6 +305,14 @@ def error_turn(
     )
 
 
+# Where a tool choice sits in extra, in both spellings the JSON API reads.
+_CALLING_CONFIG = [
+    (a, b)
+    for a in ("toolConfig", "tool_config")
+    for b in ("functionCallingConfig", "function_calling_config")
+]
+
+
 def _tool_config(choice: Any) -> dict[str, Any] | None:
     config: dict[str, Any] | None = rendered_tool_choice(
         choice,
@@ -433,6 +442,7 @@ class GeminiGenerateAdapter:
         tools = with_extra_tools(API, tools, extra, _declared_names)  # extra tools are added
         if tools:
             body["tools"] = tools
+        set_once(API, settings, "tool_choice", *_CALLING_CONFIG)
         config = _tool_config(settings.get("tool_choice"))
         if config is not None:
             body["toolConfig"] = config

@@ -24,9 +24,9 @@
   with their ``signature``), then the results. Server-side state is opt-in with the runtime's generic
   ``settings["continuation"] = "previous_response_id"``: the runtime then passes the interaction id as
   ``previous_response_id``, which goes on the wire as ``previous_interaction_id`` with only the new
-  items. With ``store: false`` (a setting, or in ``extra``) nothing is stored to chain to (WIRE.md 5.5),
-  and a synthetic id (``store: false`` interactions have none) is never chained either: in both cases
-  the transcript is replayed instead, as openai-responses does. ``extra["previous_interaction_id"]``
+  items. With ``store: false`` (``settings["store"]``; the runner refuses it in ``extra``) nothing is
+  stored to chain to (WIRE.md 5.5), and a synthetic id (``store: false`` interactions have none) is
+  never chained either: in both cases the transcript is replayed instead, as openai-responses does. ``extra["previous_interaction_id"]``
   seeds the first request; the runner's chain replaces it from the second request on.
 - Results: ``{"type": "function_result", "call_id", "name", "result": <canonical JSON text>, "is_error"}``.
   Placement: by default each result is a top-level ``function_result`` step, in stateless replay and
@@ -88,6 +88,7 @@ from .base import (
     make_call,
     rendered_tool_choice,
     result_text,
+    set_once,
     synthetic_response_id,
     with_extra_tools,
 )
@@ -451,6 +452,13 @@ class GeminiInteractionsAdapter:
             generation["temperature"] = settings["temperature"]
         if settings.get("max_output_tokens") is not None:
             generation["max_output_tokens"] = settings["max_output_tokens"]
+        set_once(
+            API,
+            settings,
+            "tool_choice",
+            ("generation_config", "tool_choice"),
+            ("generationConfig", "tool_choice"),
+        )
         choice = rendered_tool_choice(
             settings.get("tool_choice"),
             _TOOL_CHOICE,

@@ -61,6 +61,7 @@ from .base import (
     make_call,
     rendered_tool_choice,
     result_text,
+    set_once,
     synthetic_response_id,
     with_extra_tools,
 )
@@ -366,6 +367,10 @@ class OpenAIChatAdapter:
             body["tools"] = tools
         # The API takes only these (openai-python ToolChoiceOptions, or a named function); anything
         # else would be a 400 on the first request.
+        set_once(API, settings, "tool_choice", ("tool_choice",))
+        # max_tokens, the older name (Mistral and other compatible servers take only it), goes through
+        # extra; beside settings['max_output_tokens'] (sent as max_completion_tokens) it is a second limit
+        set_once(API, settings, "max_output_tokens", ("max_tokens",))
         choice = rendered_tool_choice(
             settings.get("tool_choice"),
             TOOL_CHOICES,
@@ -384,6 +389,9 @@ class OpenAIChatAdapter:
         body.update({key: value for key, value in extra.items() if key != "tools"})  # tools: added above
         if stream:
             body["stream"] = True  # the transport reads a stream; extra cannot turn that off
+            # extra's stream options (include_obfuscation) are kept, but never without the usage (D27)
+            options = extra.get("stream_options")
+            body["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
         return body
 
     def parse_response(self, body: bytes | str | dict[str, Any], *, model: str | None = None) -> ModelTurn:

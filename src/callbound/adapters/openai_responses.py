@@ -64,6 +64,7 @@ from .base import (
     make_call,
     rendered_tool_choice,
     result_text,
+    set_once,
     synthetic_response_id,
     text_or_none,
     with_extra_tools,
@@ -118,16 +119,6 @@ def _usage(raw: Any) -> Usage:
         return Usage()
     # D27: input_tokens already includes cached tokens; output_tokens includes reasoning tokens.
     return Usage(_count(raw.get("input_tokens")), _count(raw.get("output_tokens")))
-
-
-def event_error(event: dict[str, Any]) -> dict[str, Any]:
-    """The error object of an ``error`` stream event, which comes flat (SDK: ``code``/``message`` beside
-    ``type: "error"``) or nested (recordings: ``error: {type, code, message}``). In the flat shape
-    ``type`` names the event, not the error."""
-    nested = event.get("error")
-    if isinstance(nested, dict):
-        return nested
-    return {"type": None, "code": event.get("code"), "message": event.get("message")}
 
 
 def _hosted_shell(item: dict[str, Any]) -> bool:
@@ -452,9 +443,9 @@ class OpenAIResponsesAdapter:
                 "transcript itself; leave it out, or set settings['continuation'] = "
                 "'previous_response_id' to use the provider's stored state"
             )
-        # store: false (a setting, or passed through extra) keeps nothing to chain to, so such requests
-        # replay the whole transcript (as gemini-interactions does); previous_response_id would be
-        # refused. A synthetic response id (cb:..., a body without "id") is never sent (D7) either.
+        # store: false (the setting; the runner refuses it in extra) keeps nothing to chain to, so such
+        # requests replay the whole transcript (as gemini-interactions does); previous_response_id would
+        # be refused. A synthetic response id (cb:..., a body without "id") is never sent (D7) either.
         unstored = settings.get("store") is False or extra.get("store") is False
         chain = previous_response_id
         if chain is not None and (unstored or chain.startswith("cb:")):
@@ -473,6 +464,7 @@ class OpenAIResponsesAdapter:
             body["tools"] = tools
         # The API takes only these (openai-python ToolChoiceOptions, or a named function); anything
         # else would be a 400 on the first request.
+        set_once(API, settings, "tool_choice", ("tool_choice",))
         choice = rendered_tool_choice(
             settings.get("tool_choice"), TOOL_CHOICES, lambda name: {"type": "function", "name": name}
         )

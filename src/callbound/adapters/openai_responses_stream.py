@@ -40,12 +40,22 @@ from .openai_responses import (
     RETRYABLE_ERROR_CODES,
     _provenance,
     _usage,
-    event_error,
     says_unfinished,
     turn_from_response,
 )
 from .sse import JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
 from .stream import feed_one
+
+
+def event_error(event: dict[str, Any]) -> dict[str, Any]:
+    """The error object of an ``error`` stream event, which comes flat (SDK: ``code``/``message`` beside
+    ``type: "error"``) or nested (recordings: ``error: {type, code, message}``). In the flat shape
+    ``type`` names the event, not the error."""
+    nested = event.get("error")
+    if isinstance(nested, dict):
+        return nested
+    return {"type": None, "code": event.get("code"), "message": event.get("message")}
+
 
 # A function-call argument delta (WIRE.md 1.6) as the API sends it: compact, "type" first, then only
 # members it sends (item_id, output_index, delta, sequence_number, obfuscation) in any order, as that

@@ -206,29 +206,134 @@ def check_messages(messages: Any) -> list[dict[str, Any]]:
 def check_extra(api: str, extra: dict[str, Any]) -> None:
     """``settings['extra']`` adds request fields callbound has no setting for (D25). A field callbound
     itself sets from a setting or the transcript would be overwritten by it: another model than the
-    one priced (``max_cost`` counted at the wrong price), a stream the runner did not ask for, or the
-    transcript replaced. Its values go on the wire as JSON: NaN or a Decimal failed every request."""
+    one priced (``max_cost`` counted at the wrong price), a stream the runner did not ask for, the
+    transcript replaced, or a setting's checks bypassed (``max_output_tokens: "1024"`` sent as is, a
+    ``temperature`` of ``"hot"``, ``store: true`` over ``settings['store'] = False``; review round 16).
+    ``tool_choice`` is refused in the forms ``settings['tool_choice']`` takes (every plain string, a
+    choice of one named function, Anthropic's own objects), which the setting checks against the
+    registry and lifts after the first tool round (a forced ``"required"`` sent through ``extra`` stayed
+    on every request, so the model could never answer); a form the setting has no spelling for (OpenAI's
+    ``allowed_tools`` or a hosted tool's choice, a Gemini choice among several functions or ``VALIDATED``
+    mode) still goes through ``extra``, as given, on every request. Its values go on the wire as JSON:
+    NaN or a Decimal failed every request."""
     for key, instead in (*_MANAGED_EVERYWHERE.items(), *_MANAGED_BY_API.get(api, {}).items()):
         if key in extra:
             raise UsageError(f"settings['extra'][{key!r}] is set by callbound; use {instead}")
+    for path, instead in _MANAGED_NESTED.get(api, ()):
+        found: Any = extra
+        for key in path:
+            found = found.get(key, _ABSENT) if isinstance(found, dict) else _ABSENT
+        if found is not _ABSENT:
+            where = "".join(f"[{key!r}]" for key in path)
+            raise UsageError(f"settings['extra']{where} is set by callbound; use {instead}")
+
+    def sayable(choice: Any) -> bool:
+        """A tool choice settings['tool_choice'] can say (or no choice of the API at all)."""
+        if not isinstance(choice, dict):
+            return not (api == "gemini-interactions" and choice == "validated")
+        kind = choice.get("type")
+        if api in ("openai-responses", "openai-chat"):
+            return not isinstance(kind, str) or kind == "function"
+        if api == "anthropic-messages":
+            return not isinstance(kind, str) or kind in ("auto", "any", "none", "tool")
+        if api == "gemini-interactions":  # {"allowed_tools": {"mode", "tools"}}
+            allowed = choice.get("allowed_tools")
+            if not isinstance(allowed, dict):
+                return True
+            tools = allowed.get("tools")
+            return allowed.get("mode") == "any" and isinstance(tools, list) and len(tools) == 1
+        # gemini-generate: functionCallingConfig {"mode", "allowedFunctionNames"}
+        mode = choice.get("mode")
+        names = choice.get("allowedFunctionNames", choice.get("allowed_function_names"))
+        count = len(names) if isinstance(names, list) else 0
+        return isinstance(mode, str) and (
+            (mode.upper() in ("AUTO", "ANY", "NONE") and count == 0) or (mode.upper() == "ANY" and count == 1)
+        )
+
+    for path in _TOOL_CHOICE_AT.get(api, ()):
+        choice: Any = extra
+        for key in path:
+            choice = choice.get(key, _ABSENT) if isinstance(choice, dict) else _ABSENT
+        if choice is not _ABSENT and sayable(choice):
+            where = "".join(f"[{key!r}]" for key in path)
+            raise UsageError(
+                f"settings['extra']{where} = {choice!r} is a tool choice callbound sets; use "
+                "settings['tool_choice'] ('auto', 'required', 'none' or {'name': tool}), which is checked "
+                "against the registry and lifted after the first tool round; extra takes only the API's "
+                "own forms the setting has no spelling for"
+            )
     try:
         canonical_json(extra)
     except (CallboundError, TypeError, ValueError) as exc:
         raise UsageError(f"settings['extra'] must hold plain JSON values: {exc}") from exc
 
 
+_ABSENT = object()
 _MANAGED_EVERYWHERE = {"model": "settings['model']", "stream": "settings['stream']"}
 _TRANSCRIPT = "run(input=...) and Runner(messages=...)"
+_TEMPERATURE = "settings['temperature']"
+_TOKENS = "settings['max_output_tokens']"
+_STORE = "settings['store']"
 _MANAGED_BY_API: dict[str, dict[str, str]] = {
-    "openai-responses": {"input": _TRANSCRIPT, "instructions": "Runner(instructions=...)"},
-    "openai-chat": {"messages": _TRANSCRIPT},
-    "anthropic-messages": {"messages": _TRANSCRIPT, "system": "Runner(instructions=...)"},
+    "openai-responses": {
+        "input": _TRANSCRIPT,
+        "instructions": "Runner(instructions=...)",
+        "temperature": _TEMPERATURE,
+        "max_output_tokens": _TOKENS,
+        "store": _STORE,
+    },
+    "openai-chat": {"messages": _TRANSCRIPT, "temperature": _TEMPERATURE, "max_completion_tokens": _TOKENS},
+    "anthropic-messages": {
+        "messages": _TRANSCRIPT,
+        "system": "Runner(instructions=...)",
+        "temperature": _TEMPERATURE,
+        "max_tokens": _TOKENS,
+    },
     "gemini-generate": {
         "contents": _TRANSCRIPT,
         "systemInstruction": "Runner(instructions=...)",
         "system_instruction": "Runner(instructions=...)",
     },
-    "gemini-interactions": {"input": _TRANSCRIPT, "system_instruction": "Runner(instructions=...)"},
+    "gemini-interactions": {
+        "input": _TRANSCRIPT,
+        "system_instruction": "Runner(instructions=...)",
+        "store": _STORE,
+    },
+}
+# Fields inside an object callbound fills key by key (Gemini's generation config, deep-merged with extra:
+# its other keys, thinkingConfig or thinking_level, still go through extra). Both spellings: the JSON
+# API reads either.
+_MANAGED_NESTED: dict[str, list[tuple[tuple[str, ...], str]]] = {
+    "gemini-generate": [
+        ((config, key), instead)
+        for config in ("generationConfig", "generation_config")
+        for key, instead in (
+            ("temperature", _TEMPERATURE),
+            ("maxOutputTokens", _TOKENS),
+            ("max_output_tokens", _TOKENS),
+        )
+    ],
+    "gemini-interactions": [
+        ((config, key), instead)
+        for config in ("generation_config", "generationConfig")
+        for key, instead in (
+            ("temperature", _TEMPERATURE),
+            ("max_output_tokens", _TOKENS),
+            ("maxOutputTokens", _TOKENS),
+        )
+    ],
+}
+# Where each API's tool choice goes in the body (judged by check_extra's ``sayable``).
+_TOOL_CHOICE_AT: dict[str, list[tuple[str, ...]]] = {
+    "openai-responses": [("tool_choice",)],
+    "openai-chat": [("tool_choice",)],
+    "anthropic-messages": [("tool_choice",)],
+    "gemini-generate": [
+        (config, calling)
+        for config in ("toolConfig", "tool_config")
+        for calling in ("functionCallingConfig", "function_calling_config")
+    ],
+    "gemini-interactions": [(config, "tool_choice") for config in ("generation_config", "generationConfig")],
 }
 
 
