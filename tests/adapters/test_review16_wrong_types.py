@@ -101,6 +101,12 @@ PLAIN = [
     (INTERACTIONS, inter(outputs="junk"), "outputs_not_a_list"),
     (INTERACTIONS, inter(outputs=[5]), "output_not_an_object"),
     (INTERACTIONS, inter("requires_action", outputs=[STEP_CALL, 5]), "output_not_an_object"),
+    # review round 17, r1 F1: a step's type of another JSON type raised TypeError (unhashable) out of
+    # parse_response: a traceback from `callbound parse`, and the Runner retried it as a connection error
+    (INTERACTIONS, inter(steps=[{"type": ["text"], "text": "ok"}]), "step_type_not_a_string"),
+    (INTERACTIONS, inter("requires_action", steps=[{"type": {"x": 1}}, STEP_CALL]), "step_type_not_a_string"),
+    (INTERACTIONS, inter(outputs=[{"type": ["text"], "text": "ok"}]), "output_type_not_a_string"),
+    (INTERACTIONS, inter(steps=[{"type": 5}]), "step_type_not_a_string"),
 ]  # fmt: skip
 
 
@@ -130,8 +136,9 @@ class Pay(BaseModel):
         (ANTHROPIC, anthropic([TOOL_USE, "junk"], "tool_use")),
         (GEMINI, gparts([FC, {"functionCall": "junk"}])),
         (INTERACTIONS, inter("requires_action", steps=[STEP_CALL, 5])),
+        (INTERACTIONS, inter("requires_action", steps=[{"type": ["thought"]}, STEP_CALL])),
     ],
-    ids=["chat-entry", "chat-function", "anthropic", "gemini", "interactions"],
+    ids=["chat-entry", "chat-function", "anthropic", "gemini", "interactions", "interactions-type"],
 )  # fmt: skip
 def test_no_write_runs_beside_an_entry_of_the_wrong_type(api: str, body: dict[str, Any]) -> None:
     paid: list[str] = []
@@ -322,6 +329,8 @@ INTERACTION_STREAMS = [
     ([CREATED, {"event_type": "step.start", "index": 0, "step": {"type": "model_output", "content": [5]}},
       {"event_type": "step.stop", "index": 0}, _completed()], "content_item_not_an_object"),
     ([CREATED, _completed(steps="junk")], "steps_not_a_list"),
+    ([CREATED, {"event_type": "step.start", "index": 0, "step": {"type": ["text"]}},
+      {"event_type": "step.stop", "index": 0}, _completed()], "step_type_not_a_string"),
 ]  # fmt: skip
 
 

@@ -120,6 +120,15 @@ REVISION = "gemini-interactions/1"
 # back as its first step (Google's May-2026 Interactions migration guide); replayed, the user's input or
 # a result would reach the model twice (D8 replays the model's output, not its echo of ours).
 _INPUT_STEPS = frozenset({"user_input", "function_result"})
+
+
+def _is_input_step(step: dict[str, Any]) -> bool:
+    """An echoed input step, dropped from the turn; a ``type`` of another JSON type is kept for
+    ``shapes.interaction`` to fail the turn (a list there is unhashable)."""
+    kind = step.get("type")
+    return isinstance(kind, str) and kind in _INPUT_STEPS
+
+
 _TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
 _TERMINAL = ("interaction.completed", "interaction.complete")
 
@@ -169,7 +178,7 @@ def turn_from_interaction(
         malformed = malformed or shape_of_interaction(inter)
         found = inter.get("outputs" if legacy else "steps")
         items = (
-            [s for s in found if isinstance(s, dict) and s.get("type") not in _INPUT_STEPS]
+            [s for s in found if isinstance(s, dict) and not _is_input_step(s)]
             if isinstance(found, list)
             else []
         )

@@ -92,11 +92,16 @@ def interaction(inter: dict[str, Any]) -> str | None:
     wrong = objects(found, "outputs", "output") if legacy else objects(found, "steps", "step")
     if wrong is not None:
         return wrong
-    return next((w for s in found or () if (w := interaction_step(s)) is not None), None)
+    entry = "output" if legacy else "step"
+    return next((w for s in found or () if (w := interaction_step(s, entry)) is not None), None)
 
 
-def interaction_step(step: dict[str, Any]) -> str | None:
-    """A ``model_output`` step's ``content``: a list of objects (text, image, ... blocks)."""
+def interaction_step(step: dict[str, Any], entry: str = "step") -> str | None:
+    """A step's ``type`` a string (a list or object there made the step unreadable, and unhashable where
+    the adapter looks it up), and a ``model_output`` step's ``content`` a list of objects (text, image,
+    ... blocks)."""
+    if not isinstance(step.get("type"), str | None):
+        return f"{entry}_type_not_a_string"
     if step.get("type") != "model_output":
         return None
     return objects(step.get("content"), "content", "content_item")
