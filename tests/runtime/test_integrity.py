@@ -185,6 +185,7 @@ async def test_tampered_store_while_waiting_fails_closed_on_resume() -> None:
     assert out.escalation is not None
     assert h2.model.requests == []
     assert reads.n == 2
+    assert refunds.n == 0  # found before the approved refund runs (review round 17, r2 F1)
 
 
 async def test_integrity_failure_is_not_raised_from_resume() -> None:

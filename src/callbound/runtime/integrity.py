@@ -34,12 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEntry, AuditEvent, audit_entries, items_digest, verify_chain
+from ..core.binding import request_sha256, verify_binding
 from ..core.canonical import sha256_hex
-from ..core.errors import StaleLease, UsageError
+from ..core.errors import BindingMismatch, StaleLease, UsageError
+from ..core.snapshot import envelope_from_dict
 from ..core.states import INITIAL, TERMINAL, TRANSITIONS, State
 from ..core.types import ModelTurn, Transition
 from .operation import CallRecord, CurrentTurn, Operation
-from .results import call_arguments_json, payload_digest
+from .results import call_arguments_json, payload_digest, trusted_calls
 
 if TYPE_CHECKING:
     from .outcome import Outcome
@@ -433,10 +435,69 @@ def resume_problems(runner: Runner, op: Operation, events: Sequence[AuditEvent])
     decides whether an approved call runs)."""
     chain = read_chain(events)
     out = problems(op, chain)
+    if op.current is not None:
+        out += saved_result_problems(runner, op)
     if op.current is not None and chain.digests:
         ids = [r.approval_id for r in op.current.records if r.approval_id is not None]
         asked = [a for a in map(runner.store.get_approval, ids) if a is not None]
         out += approval_problems(chain, asked, before_run=True)
+    return out
+
+
+# What a saved result's audit record (protected_audit) copies from the trusted context it was bound
+# under (core.binding.make_envelope), beside the binding itself.
+_BOUND_COPIES = (
+    "provider",
+    "api",
+    "adapter_revision",
+    "response_id",
+    "call_id",
+    "operation_id",
+    "idempotency_key",
+    "tenant",
+    "subject",
+    "tool",
+    "handler",
+    "schema_version",
+    "policy_revision",
+    "effect",
+    "producer",
+)
+
+
+def saved_result_problems(runner: Runner, op: Operation) -> list[Problem]:
+    """Results of the turn under work saved before a pause (reads of a mixed turn whose write waits
+    for approval), each recomputed from trusted context as RESULTS_READY will (D10), before a decision
+    is recorded or a handler runs. ``_current_problems`` holds the stored binding to the chain's
+    ``sealed`` entry, but a result edited with its binding left alone passed that: the approved write
+    ran, and only then did RESULTS_READY end the operation FAILED(INTEGRITY) (review round 17, r2 F1).
+    The record's copies of its trusted context (tenant, handler, policy revision, ...) go into the
+    chain's ``result`` entry at C2, so an edit of them is found here too (r2 F4)."""
+    assert op.current is not None
+    trusted = trusted_calls(runner, op)
+    out: list[Problem] = []
+    for rec in op.current.records:
+        if rec.envelope is None:
+            continue
+        where = f"result {rec.call_id} (response {rec.response_id})"
+        tc = trusted.get((rec.response_id, rec.call_id))
+        try:
+            envelope = envelope_from_dict(rec.envelope)
+            if tc is None:
+                raise BindingMismatch("no call of the turn under work proposed it")
+            verify_binding(envelope, tc)
+        except (BindingMismatch, KeyError, TypeError, ValueError, AttributeError) as exc:
+            why = exc if isinstance(exc, BindingMismatch) else f"cannot be read ({type(exc).__name__})"
+            out.append(Problem(where, f"a saved result that differs from what it was bound to: {why}"))
+            continue
+        p = envelope.protected_audit
+        copied = [n for n in _BOUND_COPIES if p.get(n) != getattr(tc, n)]
+        if p.get("request_sha256") != request_sha256(tc.arguments_json):
+            copied.append("request_sha256")
+        if copied:
+            out.append(
+                Problem(where, "its audit record differs from the trusted context: " + ", ".join(copied))
+            )
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from ..core.binding import CorrelationTable, verify_results_hashed
+from ..core.binding import CorrelationTable, TrustedCall, verify_results_hashed
 from ..core.canonical import canonical_json, canonical_sha256
 from ..core.errors import (
     BindingMismatch,
@@ -19,7 +19,7 @@ from ..core.guards import (
 )
 from ..core.snapshot import envelope_from_dict
 from ..core.states import State
-from ..core.types import ResultEnvelope, ToolCall
+from ..core.types import ModelTurn, ResultEnvelope, ToolCall
 from ..stores.base import JournalRow
 from .crash import crash_point
 from .execute import ledger_entry, trusted_for
@@ -35,42 +35,8 @@ async def send_results(runner: Runner, op: Operation) -> None:
     turn = op.current.turn
     records = op.current.records
     envelopes = [envelope_from_dict(r.envelope) for r in records if r.envelope is not None]
-    first_call: dict[tuple[str, str], ToolCall] = {}
-    for c in turn.calls:
-        first_call.setdefault((c.response_id, c.call_id), c)
-    # Fix: a DUPLICATE_CALL_ID or UNKNOWN_TOOL rejection is sealed without a spec (handler "-"), but
-    # the binding was recomputed with the registry's spec whenever the name was registered, so a
-    # repeated call id of a real tool (or a registered tool that was not offered) ended
-    # FAILED(INTEGRITY). Resolve the spec the way dispatch did, from the correlation table and the
-    # offered list, never from the envelope.
-    per_key = Counter((c.response_id, c.call_id) for c in turn.calls)
-    offered = frozenset(op.offered)
-    trusted = {}
-    for rec in records:
-        rejected_unbound = per_key[(rec.response_id, rec.call_id)] > 1 or rec.tool not in offered
-        spec = None if rejected_unbound else runner.registry.get(rec.tool)
-        call = first_call.get((rec.response_id, rec.call_id))
-        # D10: name and arguments come from the correlation table (the call as proposed), the key
-        # from the idempotency ledger, effect and producer from the call record, the rest from the
-        # operation row and registry.
-        source = (
-            rec
-            if call is None
-            else CallRecord(
-                rec.response_id,
-                rec.call_id,
-                call.name,
-                rec.status,
-                call_arguments_json(call),
-                ledger_key(runner, op, rec, call.name),
-                effect=rec.effect,
-                producer=rec.producer,
-                handler=rec.handler,
-                schema_version=rec.schema_version,
-                policy_revision=rec.policy_revision,
-            )
-        )
-        trusted[(rec.response_id, rec.call_id)] = trusted_for(runner, op, turn, source, spec)
+    first_call = first_calls(turn)
+    trusted = trusted_calls(runner, op, first_call)
     try:
         ordered, hashes = verify_results_hashed(CorrelationTable(turn.calls), envelopes, trusted)
     except (CorrelationError, BindingMismatch) as exc:
@@ -118,6 +84,61 @@ async def send_results(runner: Runner, op: Operation) -> None:
     runner._move(op, State.MODEL_REQUESTED, "results_sent", response_id=turn.response_id)
     await runner._flush(op)
     crash_point("after_result_commit")
+
+
+def first_calls(turn: ModelTurn) -> dict[tuple[str, str], ToolCall]:
+    """Each (response id, call id) of a turn to its first call (D7: a repeated id is one call)."""
+    first_call: dict[tuple[str, str], ToolCall] = {}
+    for c in turn.calls:
+        first_call.setdefault((c.response_id, c.call_id), c)
+    return first_call
+
+
+def trusted_calls(
+    runner: Runner, op: Operation, first_call: dict[tuple[str, str], ToolCall] | None = None
+) -> dict[tuple[str, str], TrustedCall]:
+    """The trusted context of every call record of the turn under work, which each saved result's
+    binding is recomputed from: before its results go back (RESULTS_READY) and when a resume loads
+    results saved before a pause (integrity.resume_problems)."""
+    assert op.current is not None
+    turn = op.current.turn
+    records = op.current.records
+    if first_call is None:
+        first_call = first_calls(turn)
+    # Fix: a DUPLICATE_CALL_ID or UNKNOWN_TOOL rejection is sealed without a spec (handler "-"), but
+    # the binding was recomputed with the registry's spec whenever the name was registered, so a
+    # repeated call id of a real tool (or a registered tool that was not offered) ended
+    # FAILED(INTEGRITY). Resolve the spec the way dispatch did, from the correlation table and the
+    # offered list, never from the envelope.
+    per_key = Counter((c.response_id, c.call_id) for c in turn.calls)
+    offered = frozenset(op.offered)
+    trusted: dict[tuple[str, str], TrustedCall] = {}
+    for rec in records:
+        rejected_unbound = per_key[(rec.response_id, rec.call_id)] > 1 or rec.tool not in offered
+        spec = None if rejected_unbound else runner.registry.get(rec.tool)
+        call = first_call.get((rec.response_id, rec.call_id))
+        # D10: name and arguments come from the correlation table (the call as proposed), the key
+        # from the idempotency ledger, effect and producer from the call record, the rest from the
+        # operation row and registry.
+        source = (
+            rec
+            if call is None
+            else CallRecord(
+                rec.response_id,
+                rec.call_id,
+                call.name,
+                rec.status,
+                call_arguments_json(call),
+                ledger_key(runner, op, rec, call.name),
+                effect=rec.effect,
+                producer=rec.producer,
+                handler=rec.handler,
+                schema_version=rec.schema_version,
+                policy_revision=rec.policy_revision,
+            )
+        )
+        trusted[(rec.response_id, rec.call_id)] = trusted_for(runner, op, turn, source, spec)
+    return trusted
 
 
 # Stands in for the key of a write whose intent the ledger does not hold: matches no sealed binding.

@@ -152,6 +152,7 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
         approvals = store.list_approvals(operation_id=operation_id, status=None, limit=1_000_000)
         held = digest_problems(op, chain, [t for t, _ in segments]) + approval_problems(chain, approvals)
         problems.extend(Problem(operation_id, p.where, p.why) for p in held)
+        problems.extend(_saved_problems(store, head, op))
         if chain.digests:
             asked = {a.approval_id for a in approvals}
             for aid in chain.requested:
@@ -169,6 +170,35 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
             Problem(operation_id, "operation", "its final text differs from the last model turn's")
         )
     return problems
+
+
+def _saved_problems(store: Store, head: dict[str, Any], op: Operation) -> list[Problem]:
+    """Results of the turn under work saved before a pause (not yet in a ``results`` row), each
+    recomputed as the journal's are: the chain's ``sealed`` entry vouches for the stored binding
+    (``digest_problems``), and this for the result it binds (review round 17, r2 F1: a result edited
+    with its binding left alone passed ``audit verify``)."""
+    if op.current is None:
+        return []
+    calls: dict[tuple[str, str], Any] = {}
+    for c in op.current.turn.calls:
+        calls.setdefault((c.response_id, c.call_id), c)
+    out: list[Problem] = []
+    for rec in op.current.records:
+        env = rec.envelope
+        if env is None:
+            continue
+        where = f"result {rec.call_id} (response {rec.response_id})"
+        call = calls.get((rec.response_id, rec.call_id))
+        if call is None:
+            out.append(Problem(op.operation_id, where, "no call of the turn under work proposed it"))
+            continue
+        try:
+            found = _envelope_problems(store, head, op.current.turn, call, env, {}, {})
+        except (CanonicalizationError, KeyError, TypeError, AttributeError) as exc:
+            out.append(Problem(op.operation_id, where, f"it cannot be read ({type(exc).__name__})"))
+            continue
+        out.extend(Problem(op.operation_id, w or where, why) for w, why in found.whys)
+    return out
 
 
 @dataclass(slots=True)
