@@ -604,6 +604,27 @@ def test_lease_expiry_lets_another_worker_take_over_and_fences_the_first(store: 
     assert store.claim("w3", 10, at(20)) == ("op1", 3)  # free at once, token never goes back
 
 
+def test_a_stale_fence_never_renews_even_for_the_same_owner(store: Any) -> None:
+    """D21: the fence, not the owner name, says whose lease it is. An owner that took the operation
+    again (a second hold, or a worker claiming what its own expired lease left) holds a new token; a
+    heartbeat still carrying the old one must not keep the lease alive."""
+    create(store, "op1")
+    old = store.hold("op1", "d1", 10, now_fn=at(0))
+    new = store.hold("op1", "d1", 10, now_fn=at(1))  # the same owner takes it again
+    assert (old, new) == (1, 2)
+    assert store.renew("op1", "d1", old, 10, at(2)) is False
+    assert store.lease_holder("op1", at(11)) is None  # the refused renewal did not extend the lease
+    assert store.release("op1", old) is False
+    create(store, "op2")
+    assert store.claim("w1", 10, at(20)) == ("op1", 3)
+    assert store.claim("w1", 10, at(20)) == ("op2", 1)
+    assert store.claim("w1", 10, at(30)) == ("op1", 4)  # its own lease expired: the same worker again
+    assert store.renew("op1", "w1", 3, 10, at(31)) is False
+    assert store.renew("op1", "w1", 4, 10, at(31)) is True
+    assert store.release("op1", 3) is False
+    assert store.lease_holder("op1", at(40)) == "w1"  # held until 41 by fence 4
+
+
 def test_audited_operations_lists_every_chain(store: Any) -> None:
     assert store.audited_operations() == []
     create(store, "op1")  # with its first audit event
