@@ -98,6 +98,46 @@ def test_a_newer_database_is_refused_untouched(tmp_path: Path) -> None:
     again.close()
 
 
+def _file_state(path: Path) -> tuple[str, int, list[tuple[str, str]], str]:
+    """What plain sqlite3 sees of a file: journal mode, user_version, schema, db_schema_version."""
+    raw = sqlite3.connect(path)
+    try:
+        return (
+            raw.execute("PRAGMA journal_mode").fetchone()[0],
+            raw.execute("PRAGMA user_version").fetchone()[0],
+            raw.execute("SELECT name, sql FROM sqlite_master ORDER BY name").fetchall(),
+            raw.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()[0],
+        )
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize("how", ["SQLiteStore", "open", "open create=False"])
+def test_a_newer_database_in_rollback_journal_mode_is_not_switched_to_wal(tmp_path: Path, how: str) -> None:
+    """docs/durability.md: a database newer than this code is "refused rather than touched". A store
+    created by callbound is already in WAL, so the test above cannot see a switch to WAL made before
+    the version check; a newer database in rollback-journal mode (journal_mode=delete) can: the
+    version is read first, and nothing (journal mode, synchronous, tables, meta row) is written."""
+    path = tmp_path / "future.db"
+    SQLiteStore(path).close()
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    raw.execute("UPDATE meta SET value = ? WHERE key = ?", (str(DB_SCHEMA_VERSION + 1), META_KEY))
+    raw.commit()
+    raw.close()
+    before, state = path.read_bytes(), _file_state(path)
+    assert state[0] == "delete"
+    files = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(SchemaVersionError, match="upgrade callbound"):
+        if how == "SQLiteStore":
+            SQLiteStore(path)
+        else:
+            open_store(f"sqlite:///{path}", create=how == "open")
+    assert sorted(p.name for p in tmp_path.iterdir()) == files  # no -wal or -shm file was made
+    assert path.read_bytes() == before
+    assert _file_state(path) == state
+
+
 def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("hello, this is not SQLite\n" * 100)
