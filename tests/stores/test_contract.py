@@ -550,6 +550,32 @@ def test_waiting_approval_is_claimed_once_every_approval_is_decided_or_expired(s
     assert store.claim("w1", 30, at(60)) == ("op2", 1)
 
 
+def test_one_expired_approval_does_not_wake_an_operation_still_waiting_on_another(store: Any) -> None:
+    """D17: an expired approval is resolved on resume (APPROVAL_EXPIRED to the model), and the runtime
+    resumes a turn only once every approval of it is decided or expired (planning.approvals_ready). So
+    after the first of two approvals expires, the operation still waits for the second: claim() leaves
+    it (a worker would take it, find it waiting and hold a lease for nothing), yet claims other work
+    behind it; it wakes when the second expires or is decided."""
+    create(store, "op1", "WAITING_APPROVAL")
+    a1 = make_approval("ap1", "op1", ttl=timedelta(hours=1))
+    a2 = make_approval("ap2", "op1", ttl=timedelta(hours=2))
+    store.commit(Commit("op1", make_head("op1", "WAITING_APPROVAL"), approvals=[a1, a2]))
+    assert store.claim("w1", 30, at(3599)) is None
+    assert store.claim("w1", 30, at(3600)) is None  # ap1 expired (at its expires_at), ap2 pending
+    create(store, "op2")
+    assert store.claim("w1", 10**6, at(3601)) == ("op2", 1)  # newer work is still found
+    assert store.claim("w1", 30, at(2 * 3600 - 1)) is None
+    assert store.claim("w1", 30, at(2 * 3600)) == ("op1", 1)  # both expired: resume tells the model
+    # the second decided after the first expired: runnable at once, before the second's expiry
+    create(store, "op3", "WAITING_APPROVAL")
+    a3 = make_approval("ap3", "op3", ttl=timedelta(hours=1))
+    a4 = make_approval("ap4", "op3", ttl=timedelta(hours=2))
+    store.commit(Commit("op3", make_head("op3", "WAITING_APPROVAL"), approvals=[a3, a4]))
+    assert store.claim("w2", 30, at(3600 + 60)) is None
+    assert store.decide_approval(decide(a4, "approved", "alice", T0 + timedelta(minutes=61)))
+    assert store.claim("w2", 30, at(3600 + 61)) == ("op3", 1)
+
+
 def test_waiting_operations_wake_however_their_approvals_are_written(store: Any) -> None:
     """Approvals written with the creating commit, re-written by later commits (decided, or twice in
     one commit), or added later: claim always follows the approvals actually stored."""
