@@ -122,9 +122,10 @@ async def driving(store: Any, operation_id: str, lease_s: float) -> AsyncIterato
 
 
 def give_up(store: Any, operation_id: str, owner: str, fence: int, lease_s: float) -> None:
-    """Release the lease at the end of a drive, unless a handler of the operation still runs in this
-    process: a sync handler whose run was cancelled (a server's request timeout, a client gone) goes on
-    in its thread, an async write's work handed to a thread for its grace period (tools.linger_for).
+    """Release the lease at the end of a drive or a worker's run, unless a handler of the operation
+    still runs in this process: a sync handler whose run was cancelled (a server's request timeout, a
+    client gone) goes on in its thread, an async write's work handed to a thread for its grace period
+    (tools.linger_for).
     Released, the operation (EXECUTING, its write STARTED) was claimed by a worker or resumed at once,
     reconciled while the payment was in flight, and paid again (D16: never reconcile while the
     original may still run). A daemon thread renews the lease until those handlers end, then
@@ -137,10 +138,11 @@ def give_up(store: Any, operation_id: str, owner: str, fence: int, lease_s: floa
             store.release(operation_id, fence)
         return
     log.warning(
-        "operation %s: %d handler(s) still running (or in their grace period) after the drive ended; "
-        "its lease is held until they end",
+        "operation %s: %d handler(s) of it still running in this process (or in their grace period) "
+        "after its run ended; renewing its lease every %.3g s until they end, then releasing it",
         operation_id,
         len(alive),
+        lease_s / 3,
     )
     threading.Thread(
         target=_hold_until_done,
@@ -157,12 +159,17 @@ def _hold_until_done(
         while not done.wait(lease_s / 3):
             try:
                 if not store.renew(operation_id, owner, fence, lease_s):
-                    log.warning("operation %s: lease lost while a handler still runs", operation_id)
+                    log.warning(
+                        "operation %s: lease lost while a handler still runs (taken over, or expired "
+                        "and claimed); no longer renewing it",
+                        operation_id,
+                    )
                     return
             except StoreError as exc:
-                log.warning("operation %s: cannot renew the lease: %s", operation_id, exc)
+                log.warning("operation %s: cannot renew the lease (will try again): %s", operation_id, exc)
     with contextlib.suppress(StoreError):
-        store.release(operation_id, fence)
+        if store.release(operation_id, fence):
+            log.info("operation %s: its lingering handler(s) ended; lease released", operation_id)
 
 
 async def _renew(store: Any, operation_id: str, owner: str, fence: int, lease_s: float) -> None:
