@@ -55,7 +55,9 @@ def check_loadable(stored: Any, operation_id: str) -> str | None:
 
     try:
         Operation.from_stored(stored, None)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except UnreadableRow as exc:  # a head or journal row missing a field, or one of the wrong type
+        return str(UnreadableRow(exc.where, exc.why, operation_id))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # anything from_stored leaves unnamed
         return damaged(operation_id, why_not_loaded(exc))
     return None
 

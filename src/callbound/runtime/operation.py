@@ -21,6 +21,7 @@ from ..core.snapshot import SNAPSHOT_VERSION, migrate_head, turn_from_dict, turn
 from ..core.states import State
 from ..core.types import ModelTurn, Transition, Usage
 from ..stores.base import Commit, JournalRow, StoredOperation
+from ..stores.rows import FAILURES, unreadable
 
 # Call statuses (D2): outside the transition table, one per call of the current turn.
 PLANNED = "planned"
@@ -344,52 +345,68 @@ class Operation:
 
     @staticmethod
     def from_stored(stored: StoredOperation, audit_tail: AuditEvent | None) -> Operation:
+        """The operation as its last commit left it. A head or journal row that does not read as one (a
+        field missing or of the wrong type: edited by hand, or damaged) is ``UnreadableRow``, a
+        ``StoreError`` naming the row, as the stores name a row that is not JSON (review round 14)."""
         h = migrate_head(dict(stored.head))
-        op = Operation(
-            operation_id=h["operation_id"],
-            tenant=h["tenant"],
-            subject=h["subject"],
-            api=h["api"],
-            created_at=datetime.fromisoformat(h["created_at"]),
-            budgets=Budgets.from_dict(h["budgets"]),
-            settings=h["settings"],
-            instructions=h["instructions"],
-            offered=list(h["offered"]),
-            input=h.get("input"),
-            app=h.get("app"),
-        )
-        op.spent = Spent.from_dict(h["spent"])
-        op.usage = Usage.from_dict(h["usage"])
-        op.new_items_start = h["new_items_start"]
-        op.current = None if h["current"] is None else CurrentTurn.from_dict(h["current"])
-        op.model_requests = h["model_requests"]
-        op.retries = h["retries"]
-        op.retry_after_s = h.get("retry_after_s")
-        op.reason = h["reason"]
-        op.text = h["text"]
-        op.refusal = h.get("refusal")
-        op.escalation = h["escalation"]
-        op.fence = h.get("fence")
-        op.commits = h.get("commits", 0)
+        try:
+            op = Operation(
+                operation_id=h["operation_id"],
+                tenant=h["tenant"],
+                subject=h["subject"],
+                api=h["api"],
+                created_at=datetime.fromisoformat(h["created_at"]),
+                budgets=Budgets.from_dict(h["budgets"]),
+                settings=h["settings"],
+                instructions=h["instructions"],
+                offered=list(h["offered"]),
+                input=h.get("input"),
+                app=h.get("app"),
+            )
+            op.spent = Spent.from_dict(h["spent"])
+            op.usage = Usage.from_dict(h["usage"])
+            op.new_items_start = h["new_items_start"]
+            op.current = None if h["current"] is None else CurrentTurn.from_dict(h["current"])
+            op.model_requests = h["model_requests"]
+            op.retries = h["retries"]
+            op.retry_after_s = h.get("retry_after_s")
+            op.reason = h["reason"]
+            op.text = h["text"]
+            op.refusal = h.get("refusal")
+            op.escalation = h["escalation"]
+            op.fence = h.get("fence")
+            op.commits = h.get("commits", 0)
+            state = State(h["state"])
+        except FAILURES as exc:
+            op_id = h.get("operation_id")
+            raise unreadable(
+                exc, "operation row", op_id if isinstance(op_id, str) else None, "an operation"
+            ) from exc
         op.created = True
         op.audit_tail = audit_tail
         history: list[Transition] = []
-        for row in stored.journal:
-            if row.kind == "transition":
-                d = row.data
-                history.append(
-                    Transition(d["state"], datetime.fromisoformat(d["at"]), d["cause"], d.get("details", {}))
-                )
-            elif row.kind == "items":
-                op.transcript.extend(row.data["items"])
-            elif row.kind == "turn":
-                turn = turn_from_dict(row.data["turn"])
-                if turn.finish.value in ("TOOL_PROPOSALS", "CONTINUE"):
-                    op.last_turn = turn
-            elif row.kind == "results":
-                for key in row.data.get("identical", []):
-                    op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
-                op.spent.seen_results.update(row.data.get("result_hashes", []))
+        pos = 0
+        try:
+            for pos, row in enumerate(stored.journal):  # noqa: B007 - pos names the row that fails
+                if row.kind == "transition":
+                    d = row.data
+                    history.append(
+                        Transition(
+                            d["state"], datetime.fromisoformat(d["at"]), d["cause"], d.get("details", {})
+                        )
+                    )
+                elif row.kind == "items":
+                    op.transcript.extend(row.data["items"])
+                elif row.kind == "turn":
+                    turn = turn_from_dict(row.data["turn"])
+                    if turn.finish.value in ("TOOL_PROPOSALS", "CONTINUE"):
+                        op.last_turn = turn
+                elif row.kind == "results":
+                    for key in row.data.get("identical", []):
+                        op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
+                    op.spent.seen_results.update(row.data.get("result_hashes", []))
+        except FAILURES as exc:
+            raise unreadable(exc, f"journal pos {pos}", op.operation_id, "a journal row") from exc
         # Fix: runs of the turn under work (a mixed turn's reads, saved before WAITING_APPROVAL) are
         # not in a "results" row yet, so a new process forgot them and let the model repeat an
         # identical call beyond max_identical_calls (D13). Count them from the saved call records.
@@ -397,6 +414,6 @@ class Operation:
             for rec in op.current.records:
                 if rec.identical_key:
                     op.spent.identical[rec.identical_key] = op.spent.identical.get(rec.identical_key, 0) + 1
-        op.machine = Machine(State(h["state"]), history)
+        op.machine = Machine(state, history)
         op.audited_items = len(op.transcript)
         return op

@@ -63,6 +63,12 @@ def _why(exc: BaseException | None, value: Any = None, noun: str = "what its tab
     return f"it does not read as {noun} ({type(exc).__name__}: {exc})"
 
 
+def unreadable(exc: BaseException, where: str, operation_id: str | None, noun: str) -> UnreadableRow:
+    """The ``UnreadableRow`` for a decoded document that ``exc`` shows is not ``noun`` (a field missing,
+    a value of the wrong type), for readers above the store (``Operation.from_stored``)."""
+    return UnreadableRow(where, _why(exc, noun=noun), operation_id)
+
+
 def document(value: Any, where: str, operation_id: str | None = None, *, text: bool) -> dict[str, Any]:
     """One stored JSON object, or ``UnreadableRow``."""
     try:
