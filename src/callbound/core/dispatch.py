@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from .arguments import parse_arguments
 from .canonical import canonical_json, sha256_hex
 from .errors import CanonicalizationError
-from .ids import default_intent_key
+from .idempotency import arguments_identity, default_intent_key_json
 from .registry import CallContext, Registry, ToolSpec, discard_awaitable
 from .types import ToolCall
 
@@ -45,7 +45,7 @@ class Execute:
     call: ToolCall
     spec: ToolSpec
     args: BaseModel
-    arguments_json: str  # canonical JSON of the arguments as sent
+    arguments_json: str  # canonical JSON of the arguments as sent (digests, audit, re-validation)
     idempotency_key: str | None
     ctx: CallContext
 
@@ -278,7 +278,10 @@ def plan_call(
             # and "A1:40.0" one intent, and the second refund replayed the first one's result (D13).
             key = f"ik_{named}"
         else:
-            key = default_intent_key(spec.name, spec.schema_version, arguments, op.operation_id)
+            # D13 (1): from the arguments as validated (defaults filled in), which the handler runs on,
+            # not as sent: a default left out and the same default sent are one refund (review 17, r2 F2)
+            identity = arguments_identity(spec, arguments_json, args)
+            key = default_intent_key_json(spec.name, spec.schema_version, identity, op.operation_id)
     ctx = CallContext(op.operation_id, op.tenant, op.subject, call.call_id, spec.name, key, op.deadline)
     if spec.authorize is not None:
         allowed, why = hook_verdict(lambda: spec.authorize(args, ctx))  # type: ignore[misc]

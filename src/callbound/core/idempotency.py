@@ -2,14 +2,88 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .canonical import canonical_bytes
+from .canonical import canonical_bytes, canonical_json, sha256_hex
 from .errors import CanonicalizationError, UsageError
+from .guards import identical_key
 from .types import ok_result
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from .registry import ToolSpec
+
+
+# Default factories that give the same value every time: a field defaulted by any other (a uuid4, a
+# clock, a lambda) makes the validated arguments differ from one validation to the next.
+_PLAIN_FACTORIES: tuple[Any, ...] = (list, dict, tuple, str, int, float, bool)
+
+
+@functools.cache
+def _plain_dump(model: type[BaseModel]) -> bool:
+    """Whether ``model_dump(mode="json")`` of ``model`` says everything its handler is given, the same
+    way every time: no custom serializer (a ``SecretStr``, which dumps as stars, included), no field
+    left out of dumps (``exclude``), no computed field, no default factory that may give another value
+    on each validation. Read once per model from its core schema, definitions included."""
+    stack: list[Any] = [model.__pydantic_core_schema__]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if str(key).startswith("serialization") or (key == "computed_fields" and value):
+                    return False
+                if key == "default_factory" and value not in _PLAIN_FACTORIES:
+                    return False
+                if isinstance(value, dict | list | tuple):
+                    stack.append(value)
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return True
+
+
+def arguments_identity(spec: ToolSpec, arguments_json: str | None, args: BaseModel | None = None) -> str:
+    """What a call asks for, as canonical JSON: the arguments as the handler gets them, validated
+    (``args``, else ``arguments_json`` validated again under ``spec``), defaults filled in and values
+    as validators normalised them. The default intent key (D13 (1)) and the identical-call guard
+    (D13 (2)) are derived from it, so ``{"amount": 40}`` and ``{"amount": 40, "currency": "USD"}``
+    (the default) are one intent, not two refunds (review round 17, r2 F2).
+
+    Falls back to ``arguments_json`` (as sent) where the validated form may not say exactly what the
+    handler gets, or not the same way every time: a model whose dump leaves something out or could
+    change between validations (``_plain_dump``), a set or a non-string-keyed map (``spec.can_fold``:
+    a set dumps in hash order, which differs between processes), or a dump or encoding that fails.
+    Never raises (D4): it runs in planning and around every handler."""
+    sent = arguments_json if arguments_json is not None else "null"
+    try:
+        if spec.can_fold or not _plain_dump(spec.strict_params):
+            return sent
+        if args is None:
+            args = spec.validate_json(sent)
+        return canonical_json(args.model_dump(mode="json"))
+    except Exception:  # user validators and serializers, CanonicalizationError (NaN, big ints)
+        return sent
+
+
+def run_key(spec: ToolSpec, arguments_json: str | None, args: BaseModel | None = None) -> str:
+    """D13 (2)'s (tool, schema_version, canonical arguments) of a call, its arguments as validated
+    (``arguments_identity``): the spellings of one call (a default left out or sent) are one call."""
+    return identical_key(spec.name, spec.schema_version, arguments_identity(spec, arguments_json, args))
+
+
+def default_intent_key_json(tool: str, schema_version: str, identity: str, operation_id: str) -> str:
+    """``ik_`` and a digest of the tool, its schema version, the arguments' identity
+    (``arguments_identity``) and the operation id, never the call id (D13). The same text as
+    ``ids.default_intent_key`` of the decoded arguments, without encoding them again."""
+    text = (
+        f'{{"arguments":{identity},"operation_id":{canonical_json(operation_id)},'
+        f'"schema_version":{canonical_json(schema_version)},"tool":{canonical_json(tool)}}}'
+    )
+    return f"ik_{sha256_hex(text)[:48]}"
 
 
 class LedgerStatus(StrEnum):

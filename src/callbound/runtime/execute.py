@@ -24,8 +24,8 @@ from ..core.dispatch import (
     TIMEOUT,
     UNKNOWN_TOOL,
 )
-from ..core.guards import identical_allowed, identical_key, result_cap
-from ..core.idempotency import PURGED_APPLIED, LedgerAction, LedgerEntry, LedgerStatus, decide
+from ..core.guards import identical_allowed, result_cap
+from ..core.idempotency import PURGED_APPLIED, LedgerAction, LedgerEntry, LedgerStatus, decide, run_key
 from ..core.registry import ToolSpec, is_async_callable
 from ..core.snapshot import envelope_to_dict
 from ..core.types import ModelTurn, ToolCall, error_result, ok_result
@@ -250,10 +250,8 @@ def _tool_gone(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord) 
 
 
 def _repeat_refused(
-    runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec, key: str | None = None
+    runner: Runner, op: Operation, turn: ModelTurn, rec: CallRecord, spec: ToolSpec, key: str
 ) -> bool:
-    if key is None:
-        key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
     if identical_allowed(op.budgets, op.spent, key):
         return False
     rec.no_progress = True
@@ -295,8 +293,8 @@ def _approval_lapsed(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRe
     return True
 
 
-def _count_run(op: Operation, rec: CallRecord, spec: ToolSpec) -> None:
-    key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
+def _count_run(op: Operation, rec: CallRecord, spec: ToolSpec, args: Any = None) -> None:
+    key = run_key(spec, rec.arguments_json, args)
     op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
     rec.identical_key = key
 
@@ -316,13 +314,13 @@ async def _run_read(
         return
     if _approval_lapsed(runner, op, turn, rec, spec):
         return
-    key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
+    args = _args_or_refuse(runner, op, turn, rec, spec)
+    if args is None:
+        return
+    key = run_key(spec, rec.arguments_json, args)
     if runs is not None:
         await runs.settle(op, key)  # an identical read of this turn still running: its outcome first
     if _repeat_refused(runner, op, turn, rec, spec, key):
-        return
-    args = _args_or_refuse(runner, op, turn, rec, spec)
-    if args is None:
         return
     # Fix: reads run concurrently, and the run used to be counted only after the handler returned, so
     # identical reads of one turn all passed the check (5 proposals ran 4 times with
@@ -468,7 +466,7 @@ async def _run_write(
         model_result, output = _result_for(spec, op, outcome.value)
         _ledger(op, rec, spec, LedgerStatus.SUCCEEDED, model_result, attempts)
         rec.effect = "applied"
-        _count_run(op, rec, spec)
+        _count_run(op, rec, spec, args)
         seal(runner, op, turn, rec, spec, model_result, output)
         return
     if outcome.kind == "not_applied":
@@ -570,10 +568,10 @@ async def _start_write(
             rec.handler = rec.schema_version = rec.policy_revision = None  # re-bound when it runs
         else:
             return None
-    if _approval_lapsed(runner, op, turn, rec, spec) or _repeat_refused(runner, op, turn, rec, spec):
+    if _approval_lapsed(runner, op, turn, rec, spec):
         return None
     args = _args_or_refuse(runner, op, turn, rec, spec)  # before STARTED: a refusal leaves no claim
-    if args is None:
+    if args is None or _repeat_refused(runner, op, turn, rec, spec, run_key(spec, rec.arguments_json, args)):
         return None
     attempts += 1
     # A claim of the intent, decided on the entry read (none, FAILED, or the one just reconciled): the

@@ -21,9 +21,8 @@ from ..core.guards import (
     Stop,
     check_tool_calls,
     identical_allowed,
-    identical_key,
 )
-from ..core.idempotency import LedgerStatus
+from ..core.idempotency import LedgerStatus, run_key
 from ..core.states import State
 from ..core.types import ModelTurn, error_result
 from .crash import crash_point, ledger_disabled
@@ -155,8 +154,7 @@ def _repeat_refused_anyway(op: Operation, spec: ToolSpec, rec: CallRecord) -> bo
     (its tool and arguments already ran ``max_identical_calls`` times) asks no human: the call stays
     PLANNED and executing refuses it, so a model that repeats it after that NO_PROGRESS is stopped (D13
     (3)) instead of being told DENIED or making someone approve a call that cannot run."""
-    key = identical_key(spec.name, spec.schema_version, rec.arguments_json or "null")
-    return not identical_allowed(op.budgets, op.spent, key)
+    return not identical_allowed(op.budgets, op.spent, run_key(spec, rec.arguments_json))
 
 
 def _repeats_after_no_progress(runner: Runner, op: Operation, item: Execute | NeedsApproval | Reject) -> bool:
@@ -166,7 +164,8 @@ def _repeats_after_no_progress(runner: Runner, op: Operation, item: Execute | Ne
     spent = op.spent
     if isinstance(item, Reject) or not spent.no_progress_warned:
         return False  # the common turn: the model was never told NO_PROGRESS (no key to build)
-    key = identical_key(item.spec.name, item.spec.schema_version, item.arguments_json)
+    # validated again from the same text as when it runs (execute.run_key), so the two keys agree
+    key = run_key(item.spec, item.arguments_json)
     told = key in spent.no_progress_keys or not spent.no_progress_keys
     if not told or identical_allowed(op.budgets, spent, key):
         return False

@@ -17,6 +17,7 @@ from ..core.guards import (
     identical_key,
     record_turn_results,
 )
+from ..core.idempotency import run_key
 from ..core.snapshot import envelope_from_dict
 from ..core.states import State
 from ..core.types import ModelTurn, ResultEnvelope, ToolCall
@@ -43,12 +44,9 @@ async def send_results(runner: Runner, op: Operation) -> None:
         runner._stop(op, "INTEGRITY", str(exc), target=State.FAILED, response_id=turn.response_id)
         await runner._flush(op)
         return
-    # the key _repeat_refused refused each call under (its schema version is the one it was sealed with)
-    refused = [
-        identical_key(r.tool, r.schema_version or "-", r.arguments_json or "null")
-        for r in records
-        if r.no_progress
-    ]
+    # the key _repeat_refused refused each call under (its schema version is the one it was sealed with),
+    # from the arguments as validated (run_key) while the tool is still registered under that version
+    refused = [refused_key(runner, r) for r in records if r.no_progress]
     verdict = record_turn_results(op.budgets, op.spent, hashes, refused)
     results = [(first_call[(e.response_id, e.call_id)], e.model_result) for e in ordered]
     op.pending_journal.append(
@@ -84,6 +82,14 @@ async def send_results(runner: Runner, op: Operation) -> None:
     runner._move(op, State.MODEL_REQUESTED, "results_sent", response_id=turn.response_id)
     await runner._flush(op)
     crash_point("after_result_commit")
+
+
+def refused_key(runner: Runner, rec: CallRecord) -> str:
+    """The identical-call key a call was refused NO_PROGRESS under (D13 (2), execute.run_key)."""
+    spec = runner.registry.get(rec.tool)
+    if spec is not None and spec.schema_version == rec.schema_version:
+        return run_key(spec, rec.arguments_json)
+    return identical_key(rec.tool, rec.schema_version or "-", rec.arguments_json or "null")
 
 
 def first_calls(turn: ModelTurn) -> dict[tuple[str, str], ToolCall]:
