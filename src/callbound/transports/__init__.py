@@ -38,6 +38,7 @@ from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
+from .bodycap import body_cap_hook, was_cut
 from .checks import check_client_args, check_key
 
 if TYPE_CHECKING:
@@ -407,7 +408,9 @@ async def stainless_complete(
     except sdk.APIStatusError as exc:
         response = exc.response
         try:
-            err_body: bytes | None = response.content
+            # over ERROR_BODY_LIMIT the SDK read only that much (body_cap_hook): the status alone must
+            # do, as over HttpModel
+            err_body: bytes | None = None if was_cut(response) else response.content
         except Exception:  # the body could not be read; the status alone must do
             err_body = None
         failure = RawFailure("http", exc.status_code, err_body, dict(response.headers))
@@ -425,8 +428,9 @@ async def stainless_complete(
 
 class StainlessModel:
     """What the OpenAI and Anthropic SDK clients share (both SDKs are Stainless-generated): the SDK
-    loaded on first use, a client with retries off, the request's timeout (D26) and redirects not
-    followed (a client of your own keeps its HTTP client's setting), and one
+    loaded on first use, a client with retries off, the request's timeout (D26), redirects not
+    followed and an error body read no further than ``ERROR_BODY_LIMIT`` (``body_cap_hook``; a client
+    of your own keeps its HTTP client's settings), and one
     ``complete`` that hands the raw body or stream to the adapter. Subclasses name the client class
     and the resource that creates a response."""
 
@@ -486,8 +490,11 @@ class StainlessModel:
         # Redirects not followed, as HttpModel: the SDKs' httpx client followed them, sending the body
         # to the origin a 307 names, or turning a 302 into a GET whose 200 was taken as the model's
         # turn (its tool calls would run). A 3xx is an APIStatusError, a fatal failure (review 14).
-        # DefaultAsyncHttpxClient keeps the SDK's own defaults (limits, keep-alive) otherwise.
-        http = self._sdk.DefaultAsyncHttpxClient(timeout=timeout, follow_redirects=False)
+        # DefaultAsyncHttpxClient keeps the SDK's own defaults (limits, keep-alive) otherwise. The hook
+        # caps an error body, which the SDK reads whole before it raises (review round 17, r4 F1).
+        http = self._sdk.DefaultAsyncHttpxClient(
+            timeout=timeout, follow_redirects=False, event_hooks={"response": [body_cap_hook(None)]}
+        )
         return factory(
             api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout, http_client=http
         ), True

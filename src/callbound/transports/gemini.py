@@ -50,6 +50,7 @@ from . import (
     transport_errors,
     within_deadline,
 )
+from .bodycap import body_cap_hook, was_cut
 
 __all__ = ["GeminiModel"]
 
@@ -167,9 +168,13 @@ class GeminiModel:
         # model's turn); (2) the hook keeps the body bytes as received (D7, D8): the SDK hands back
         # only Response.text, decoded with errors="replace" or the header's charset, so invalid UTF-8
         # became a successful turn with U+FFFD and raw_sha256 was not the digest of the bytes; (3) a
-        # given httpx client keeps google-genai off aiohttp, whose exceptions it would raise instead.
+        # given httpx client keeps google-genai off aiohttp, whose exceptions it would raise instead;
+        # (4) body_cap_hook, before ``keep``, ends a body at its cap (StreamCaps.max_body_bytes, or
+        # ERROR_BODY_LIMIT for an error), so neither the hook nor the SDK reads more than that
+        # (review round 17, r4 F1: a 200 MB body was read whole, the cut came after).
+        cap = body_cap_hook((self.caps or StreamCaps()).max_body_bytes)
         http_client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout), follow_redirects=False, event_hooks={"response": [keep]}
+            timeout=httpx.Timeout(timeout), follow_redirects=False, event_hooks={"response": [cap, keep]}
         )
         try:
             return await self._send(body, timeout, key, http_client, received)
@@ -222,18 +227,20 @@ class GeminiModel:
             if not received:
                 raise
             failed = received[-1]
-            failure = RawFailure("http", failed.status_code, failed.content, dict(failed.headers))
+            content = None if was_cut(failed) else failed.content
+            failure = RawFailure("http", failed.status_code, content, dict(failed.headers))
             return self._adapter.map_error(failure, model=model)
         finally:
             await client.aio.aclose()
         if not received:  # cannot happen while the SDK sends over http_client; never guess the bytes
             return self._adapter.map_error(RawFailure("connection", None, None, {}), model=model)
         answer = received[-1]
+        # The hook has read the body, up to the cap: over it the turn is TRUNCATED(response_too_large).
+        raw = None if was_cut(answer) else answer.content
         try:
-            # The hook has read the body whole; a body over the cap still gets the same turn.
-            return plain_turn(self._adapter, answer.content, self.caps, model)
+            return plain_turn(self._adapter, raw, self.caps, model)
         except ProtocolViolation:
-            failure = RawFailure("http", answer.status_code, answer.content, dict(answer.headers))
+            failure = RawFailure("http", answer.status_code, raw, dict(answer.headers))
             return self._adapter.map_error(failure, model=model)
 
 
@@ -243,6 +250,7 @@ def _api_error_failure(exc: Any) -> RawFailure:
     response = getattr(exc, "response", None)
     body: bytes | str | dict[str, Any] | None = None
     headers: dict[str, str] = {}
+    cut = response is not None and was_cut(response)
     if response is not None:
         try:
             content = response.content
@@ -252,7 +260,11 @@ def _api_error_failure(exc: Any) -> RawFailure:
         raw_headers = getattr(response, "headers", None)
         if raw_headers is not None:
             headers = {str(k): str(v) for k, v in dict(raw_headers).items()}
-    if body is None and exc.details is not None:
+    if cut:
+        # over ERROR_BODY_LIMIT: the status alone must do, as over HttpModel (the SDK's details were
+        # parsed from the part read, so they go too)
+        body = None
+    elif body is None and exc.details is not None:
         body = json.dumps(exc.details).encode("utf-8")
     status = exc.code if isinstance(exc.code, int) else None
     return RawFailure("http", status, body, headers)

@@ -43,6 +43,7 @@ from . import (
     stamp_sdk_version,
     within_deadline,
 )
+from .bodycap import ERROR_BODY_LIMIT
 
 __all__ = ["DEFAULT_BASE_URLS", "INTERACTIONS_API_REVISION", "HttpModel"]
 
@@ -228,10 +229,6 @@ class HttpModel:
             return adapter.map_error(RawFailure("timeout", None, None, {}), model=model)
         except _BROKEN:
             return adapter.map_error(RawFailure("connection", None, None, {}), model=model)
-
-
-# An error body longer than this is not read (the status alone must do): error bodies are small JSON.
-ERROR_BODY_LIMIT = 1 << 20
 
 
 async def _read_error_body(response: httpx.Response) -> bytes | None:
