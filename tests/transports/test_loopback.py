@@ -660,9 +660,10 @@ def check_auth(api: str, seen: Seen) -> None:
     if api.startswith("openai-"):
         assert h["authorization"] == f"Bearer {KEY}"
     elif api == "anthropic-messages":
-        # httpx sends x-api-key; anthropic SDK 2.x sends the same key as a bearer token.
-        assert h.get("x-api-key") == KEY or h.get("authorization") == f"Bearer {KEY}"
-        assert h["anthropic-version"]
+        # both transports send HttpModel's headers (review round 17, r4 F3: anthropic 2.x sent the key
+        # as a bearer token, and its own API version)
+        assert h.get("x-api-key") == KEY and "authorization" not in h
+        assert h["anthropic-version"] == "2023-06-01"
     else:
         assert h["x-goog-api-key"] == KEY
 

@@ -495,9 +495,23 @@ class StainlessModel:
         http = self._sdk.DefaultAsyncHttpxClient(
             timeout=timeout, follow_redirects=False, event_hooks={"response": [body_cap_hook(None)]}
         )
-        return factory(
-            api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout, http_client=http
-        ), True
+        client = factory(
+            api_key=key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=http,
+            default_headers=self._default_headers(),
+        )
+        return self._settle(client, key), True
+
+    def _default_headers(self) -> dict[str, str]:
+        """Headers the SDK client is made with (none here; AnthropicModel pins its API version)."""
+        return {}
+
+    def _settle(self, client: Any, key: str) -> Any:
+        """The client made by ``_client``, adjusted after the fact where a subclass must."""
+        return client
 
     async def complete(
         self,

@@ -9,8 +9,12 @@ The SDK hands back the raw wire data, not re-shaped:
   goes through callbound's own SSE reader, never the SDK's event accumulator.
 
 The body keys ``messages.create`` declares are passed as keyword arguments and the rest through
-``extra_body``, so the JSON on the wire is the adapter's body; the SDK adds ``x-api-key`` and
-``anthropic-version``. The client is built with ``max_retries=0`` and a timeout equal to the
+``extra_body``, so the JSON on the wire is the adapter's body. The request carries the headers
+``HttpModel`` sends, so the one adapter reads one API version whichever transport carries it
+(review round 17, r4 F3): ``anthropic-version`` is pinned to ``HttpModel``'s (``2023-06-01``; the SDK
+would send its own, ``2026-10-21`` in anthropic 2.15), also on a client you pass, and the key goes in
+``x-api-key`` (anthropic 2.x sends ``api_key`` as ``Authorization: Bearer``; that header is then
+dropped; a client you pass keeps its own authentication). The client is built with ``max_retries=0`` and a timeout equal to the
 remaining deadline (D26), which also bounds the whole request, on an httpx client that does not
 follow redirects (a 3xx is a fatal failure, as over ``HttpModel``). ``APIStatusError``,
 ``APITimeoutError`` and ``APIConnectionError`` become a ``RawFailure`` for ``adapter.map_error``
@@ -27,6 +31,7 @@ from ..core.errors import UsageError
 from . import (
     StainlessModel,
 )
+from .http import ANTHROPIC_VERSION
 
 __all__ = ["AnthropicModel"]
 
@@ -82,3 +87,20 @@ class AnthropicModel(StainlessModel):
 
     def _resource(self, client: Any) -> Any:
         return client.messages
+
+    def _default_headers(self) -> dict[str, str]:
+        return {"anthropic-version": ANTHROPIC_VERSION}
+
+    def _client(self, timeout: float) -> tuple[Any, bool]:
+        client, owned = super()._client(timeout)
+        if not owned:  # a client you pass: its API version pinned too, its authentication its own
+            client = client.with_options(default_headers=self._default_headers())
+        return client, owned
+
+    def _settle(self, client: Any, key: str) -> Any:
+        """The key in ``x-api-key``, as ``HttpModel`` sends it, where the SDK puts ``api_key`` in
+        ``Authorization: Bearer`` (anthropic 2.x); an SDK that sends ``x-api-key`` itself is left as
+        it is (adding it again would send the header twice)."""
+        if any(name.lower() == "x-api-key" for name in client.auth_headers):
+            return client
+        return client.with_options(default_headers={"x-api-key": key, "authorization": self._sdk.Omit()})
