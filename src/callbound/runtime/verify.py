@@ -25,6 +25,7 @@ from ..stores.base import Store
 from ..stores.rows import FAILURES, UnreadableRow
 from .integrity import AuditedTurn, approval_problems, chain_fault, read_chain
 from .integrity import problems as digest_problems
+from .ledger_owners import Claims, chain_claims, ledger_problems
 from .operation import Operation
 from .results import payload_digest
 
@@ -65,10 +66,16 @@ def _args_json(arguments: Any) -> str | None:
         return None
 
 
-def verify_operation(store: Store, operation_id: str, key: bytes | None = None) -> list[Problem]:
+def verify_operation(
+    store: Store, operation_id: str, key: bytes | None = None, seen: dict[str, Claims] | None = None
+) -> list[Problem]:
+    """``seen``: where to keep the ledger keys the operation's chain records claiming, for
+    ``ledger_owners.ledger_problems``."""
     problems: list[Problem] = []
     events = store.audit_events(operation_id)
     stored = store.load_operation(operation_id)
+    if seen is not None:
+        seen[operation_id] = chain_claims(events, stored.head if stored is not None else None)
     if stored is None:
         brk = verify_chain(events, key)
         if brk is not None:
@@ -84,6 +91,8 @@ def verify_operation(store: Store, operation_id: str, key: bytes | None = None) 
             f"saved by a newer callbound (snapshot_version {newer}, this version reads up to "
             f"{SNAPSHOT_VERSION}): upgrade callbound to verify it"
         )
+        if seen is not None:
+            seen[operation_id] = Claims(present=True, readable=False)
         return [Problem(operation_id, "operation", why, unreadable=True)]
     fault = chain_fault(events, head, key)
     if fault is not None:
@@ -383,8 +392,10 @@ def _ledger_problems(
 
 
 def verify_store(store: Store, operation_id: str | None = None, key: bytes | None = None) -> list[Problem]:
+    seen: dict[str, Claims] = {}
     if operation_id is not None:
-        return _verify_one(store, operation_id, key) + _column_problems(store, operation_id)
+        found = _verify_one(store, operation_id, key, seen) + _column_problems(store, operation_id)
+        return found + _owner_problems(store, seen, operation_id)
     problems: list[Problem] = _column_problems(store, None)
     # the ids alone (SQL stores): a head that does not load is named for its operation, not a crash
     listed_ids = getattr(store, "operation_ids", None)
@@ -397,16 +408,24 @@ def verify_store(store: Store, operation_id: str | None = None, key: bytes | Non
     audited = getattr(store, "audited_operations", None)
     ids += sorted(op for op in (audited() if audited is not None else []) if op not in listed)
     for operation_id in ids:
-        problems.extend(_verify_one(store, operation_id, key))
-    return problems
+        problems.extend(_verify_one(store, operation_id, key, seen))
+    return problems + _owner_problems(store, seen, None)
 
 
-def _verify_one(store: Store, operation_id: str, key: bytes | None) -> list[Problem]:
+def _owner_problems(store: Store, seen: dict[str, Claims], only: str | None) -> list[Problem]:
+    """Each ledger entry's operation held to the chains (ledger_owners: an entry moved to another
+    operation, or left behind by a deleted one; D20, review round 17, r3 F2/F3)."""
+    return [Problem(op, where, why) for op, where, why in ledger_problems(store, seen, only)]
+
+
+def _verify_one(
+    store: Store, operation_id: str, key: bytes | None, seen: dict[str, Claims] | None = None
+) -> list[Problem]:
     """An operation whose stored rows do not even load (hand-edited into text that is not JSON, or JSON
     of the wrong shape: stores/rows.py) is a finding naming the row, and the other operations are still
     verified (docs/durability.md: exit 1 naming the first bad row; review round 14)."""
     try:
-        return verify_operation(store, operation_id, key)
+        return verify_operation(store, operation_id, key, seen)
     except UnreadableRow as exc:
         return [Problem(operation_id, exc.where, f"cannot be loaded: {exc.why}")]
     except FAILURES as exc:
