@@ -9,7 +9,18 @@ number) before a fresh attempt, ``reconcile_started`` (with ``over``, the operat
 from) before a reconcile; ``result`` entries record the outcomes an operation wrote. So:
 
 - an entry whose operation is not in the store is named: the store has no call that deletes an operation,
-  so its rows were deleted under it.
+  so its rows were deleted under it;
+- an entry whose operation's chain records no claim of its key (nor any outcome it wrote), under the
+  entry's tenant, is named: the row was moved to another operation;
+- an entry whose key another operation's chain records as taken after its operation's last claim is
+  named: that operation took it over (``reconcile_started`` over it: only an operation that has ended is
+  taken over, D16, and an ended one never claims again), or made a fresh attempt numbered above every
+  attempt the owner made or took over (attempt numbers only grow: a fresh attempt is the entry's count
+  plus one, a takeover and a settle keep the count).
+
+A settle (``ledger settle``) keeps the entry's operation, and a replay writes nothing, so neither needs a
+record. Chains written before the ``digests`` marker (``created``) are not held to this: what they record
+is not complete enough, so an entry naming such an operation is checked for its presence only.
 """
 
 from __future__ import annotations
@@ -124,4 +135,51 @@ def _entry_problem(entry: LedgerEntry, claims_of: Callable[[str], Claims], taker
     owner = claims_of(entry.operation_id)
     if not owner.present:
         return f"its operation {entry.operation_id} is not in the store (its rows were deleted)"
+    if not owner.readable or not owner.digests:
+        return None
+    took = owner.keys.get(entry.key) if owner.tenant == entry.tenant else None
+    if took is None:
+        others = [t for t in sorted(takers) if t != entry.operation_id]
+        held = f" (the chain of {', '.join(others)} records claiming it)" if others else ""
+        return (
+            f"its operation {entry.operation_id}'s audit chain records no claim of this key: the entry "
+            f"names an operation that never held it{held}"
+        )
+    reach = _reach(entry, entry.operation_id, claims_of, set())
+    for other in sorted(takers):
+        if other == entry.operation_id:
+            continue
+        theirs = claims_of(other).keys[entry.key]
+        if entry.operation_id in theirs.over:
+            return (
+                f"operation {other}'s audit chain records taking this key over from {entry.operation_id}, "
+                "which never claimed it again"
+            )
+        if reach is not None and theirs.attempts and max(theirs.attempts) > reach:
+            return (
+                f"operation {other}'s audit chain records attempt {max(theirs.attempts)} of this key, after "
+                f"every claim of {entry.operation_id} (attempt {reach} at most)"
+            )
     return None
+
+
+def _reach(
+    entry: LedgerEntry, operation_id: str, claims_of: Callable[[str], Claims], seen: set[str]
+) -> int | None:
+    """The highest attempt count the entry could have held under ``operation_id``'s claims: its own
+    attempts, and the count of each entry it took over (that holder's reach). None when a chain on the
+    way does not record its attempts (written before the ``digests`` marker, or unreadable): not known."""
+    seen.add(operation_id)
+    claims = claims_of(operation_id)
+    if not (claims.present and claims.readable and claims.digests):
+        return None
+    took = claims.keys.get(entry.key) if claims.tenant == entry.tenant else None
+    if took is None:
+        return 0
+    reach = max(took.attempts, default=0)
+    for over in sorted(took.over - seen):
+        theirs = _reach(entry, over, claims_of, seen)
+        if theirs is None:
+            return None
+        reach = max(reach, theirs)
+    return reach
