@@ -324,7 +324,8 @@ def test_usage_sums_and_keeps_unknown_as_none() -> None:
     from decimal import Decimal
 
     assert Usage() + Usage() == Usage(None, None, None)  # missing usage is null, never 0 (D27)
-    assert Usage(10, None) + Usage(5, 3) == Usage(15, 3, None)
+    # a count one side lacks is unknown in the sum, not the other side's count (review round 17, r2 F3)
+    assert Usage(10, None) + Usage(5, 3) == Usage(15, None, None)
     assert Usage(1, 2, Decimal("0.10")) + Usage(1, 2, Decimal("0.05")) == Usage(2, 4, Decimal("0.15"))
     u = Usage(7, None, Decimal("1.25"))
     assert u.to_dict() == {"input_tokens": 7, "output_tokens": None, "cost": "1.25"}

@@ -1,12 +1,18 @@
-"""The default intent key (D13 (1)) and the identical-call guard (D13 (2)) are derived from the arguments
+"""Review round 17, r2 F2 and F3.
+
+F2: the default intent key (D13 (1)) and the identical-call guard (D13 (2)) are derived from the arguments
 as validated, defaults filled in and validators applied, which is what the handler runs on, not from the
 arguments as sent (review round 17, r2 F2). A refund sent once without its default currency and once with
-it ran twice under two keys; four spellings of one read were four different calls to the guard."""
+it ran twice under two keys; four spellings of one read were four different calls to the guard.
+
+F3: ``Outcome.usage`` is the operation's total, and a count (or cost) one counted turn lacks makes it
+unknown (None), never the sum of the turns that had it (D27: missing usage is null, never 0)."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -19,9 +25,10 @@ from callbound.core.canonical import canonical_json
 from callbound.core.dispatch import Execute, TrustedOperation, plan_call
 from callbound.core.idempotency import arguments_identity, default_intent_key_json
 from callbound.core.ids import default_intent_key
-from callbound.core.types import ToolCall
+from callbound.core.types import ToolCall, Usage
+from callbound.testing import ApiError
 
-from .helpers import calls, error_code, fc, final, last_outputs, make, outputs
+from .helpers import MODEL, calls, error_code, fc, final, get_order_tool, last_outputs, make, outputs
 
 
 class Refund(BaseModel):
@@ -252,3 +259,56 @@ def test_a_validated_form_that_may_change_between_validations_is_not_the_key(
     spec = refund_tool([], params)
     assert key_for(spec, sent) == key_for(spec, sent, "c2")
     assert arguments_identity(spec, canonical_json(sent)) == canonical_json(sent)
+
+
+# ---- F3: Outcome.usage ---------------------------------------------------------------------------
+
+PRICES = {MODEL: cb.Price(Decimal(1), Decimal(1))}
+
+
+def without_usage(body: dict[str, Any], *counts: str) -> dict[str, Any]:
+    """``body`` with its usage gone (no counts named) or with the named counts left out."""
+    body = dict(body)
+    if counts:
+        body["usage"] = {k: v for k, v in body["usage"].items() if k not in counts}
+    else:
+        body.pop("usage")
+    return body
+
+
+def lookup_then(last: dict[str, Any]) -> list[Any]:
+    return [calls("r1", fc("c1", "get_order", {"order_id": "A1"}), tokens=(10, 5)), last]
+
+
+@pytest.mark.parametrize("prices", [None, PRICES])
+async def test_a_turn_without_usage_makes_the_operations_usage_unknown(prices: Any) -> None:
+    """Turn 1 reported (10, 5), turn 2 nothing: the operation's total is unknown, not (10, 5), and its
+    cost is not turn 1's alone (D27)."""
+    h = make(lookup_then(without_usage(final("r2"))), [get_order_tool()], prices=prices)
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED, out.reason
+    assert out.usage == Usage(None, None, None)
+
+
+async def test_a_turn_missing_one_count_makes_that_count_and_the_cost_unknown() -> None:
+    h = make(lookup_then(without_usage(final("r2"), "output_tokens")), [get_order_tool()], prices=PRICES)
+    out = await h.run()
+    assert out.usage == Usage(20, None, None)
+
+
+async def test_turns_that_all_report_usage_are_summed_and_priced() -> None:
+    h = make(lookup_then(final("r2", tokens=(7, 3))), [get_order_tool()], prices=PRICES)
+    out = await h.run()
+    assert out.usage == Usage(17, 8, Decimal("0.000025"))
+
+
+async def test_a_failed_request_that_reported_no_usage_is_not_a_turn_whose_usage_is_missing() -> None:
+    """A retried 503 (and a first request that failed) got no response, so no usage is missing: the
+    total is the answered turns' (budgets do not ask a failed request for usage either)."""
+    script = [ApiError(503), *lookup_then(final("r2", tokens=(7, 3)))]
+    script.insert(2, ApiError(500))
+    h = make(script, [get_order_tool()], prices=PRICES)
+    out = await h.run()
+    assert out.state == cb.State.COMPLETED, out.reason
+    assert len(h.model.requests) == 4
+    assert out.usage == Usage(17, 8, Decimal("0.000025"))

@@ -50,12 +50,11 @@ class Usage:
     cost: Decimal | None = None
 
     def __add__(self, other: Usage) -> Usage:
+        """The usage of both. A count (or cost) one of them lacks is unknown in the sum, None: the
+        other's count alone would report a part as the whole (D27: missing usage is null, never 0)."""
+
         def add(a: Any, b: Any) -> Any:
-            if a is None:
-                return b
-            if b is None:
-                return a
-            return a + b
+            return None if a is None or b is None else a + b
 
         return Usage(
             add(self.input_tokens, other.input_tokens),

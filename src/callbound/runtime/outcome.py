@@ -14,7 +14,7 @@ from ..core.errors import UsageError
 from ..core.guards import money_amount
 from ..core.registry import is_async_callable
 from ..core.states import State
-from ..core.types import Transition, Usage
+from ..core.types import ModelTurn, Transition, Usage
 from .operation import WAITING, Operation
 
 # An expiry must stay a datetime: far beyond any real approval, well inside datetime's range.
@@ -102,6 +102,24 @@ def priced(usage: Usage, price: Price | None) -> Usage:
     if usage.output_tokens:
         cost += price.output_per_mtok * usage.output_tokens / Decimal(1_000_000)
     return Usage(usage.input_tokens, usage.output_tokens, cost)
+
+
+def with_turn(total: Usage, turn: ModelTurn, usage: Usage, *, first: bool) -> Usage:
+    """The operation's usage once ``turn`` (its usage priced: ``usage``) is counted; ``first``: it is
+    the operation's first model request, so ``total`` holds no turn yet and the sum starts at zero.
+    D27: a count a counted turn lacks makes the operation's count unknown (None) from then on, and so
+    does a missing cost (``Usage.__add__``), never the sum of the turns that had one.
+
+    A failed request that reported no usage at all (an HTTP error, a refused connection, a timeout
+    before any usage came) is not counted: there is no response whose usage is missing. Budgets do
+    not ask it for usage either (``check_after_turn`` runs only on turns that answer or go on), and
+    counted as unknown, one retried 429 would leave every later total null. A failed turn that did
+    report some usage (a stream cut after its usage event, docs/reference.md) is counted, a count it
+    lacks unknown."""
+    before = Usage(0, 0, Decimal(0)) if first else total
+    if turn.failure is not None and usage == Usage():
+        return before
+    return before + usage
 
 
 @dataclass(frozen=True, repr=False)

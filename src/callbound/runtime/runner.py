@@ -62,7 +62,7 @@ from .executing import execute_step, writes_only
 from .integrity import created_entry, load_to_drive, refuse_if_finished
 from .lease import driving, until_paused_or_ended
 from .operation import Operation
-from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, priced
+from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, priced, with_turn
 from .planning import approvals_ready, plan
 from .pricing import required_price
 from .results import send_results
@@ -572,7 +572,7 @@ class Runner:
 
     def _account(self, op: Operation, turn: ModelTurn, price: Price | None) -> None:
         usage = priced(turn.usage, price)
-        op.usage = op.usage + usage
+        op.usage = with_turn(op.usage, turn, usage, first=op.model_requests == 1)
         op.spent.input_tokens += usage.input_tokens or 0
         op.spent.output_tokens += usage.output_tokens or 0
         if usage.cost is not None:
