@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import unicodedata
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -37,9 +40,12 @@ class PendingApproval:
     approver: str | None = None
     decided_at: datetime | None = None
     reason: str | None = None
+    # The seal of a decision recorded by callbound (``decision_seal``): a status edited to "approved"
+    # in the database carries none that verifies (D20, review round 17, r3 F1).
+    decision_seal: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "approval_id": self.approval_id,
             "operation_id": self.operation_id,
             "tenant": self.tenant,
@@ -59,6 +65,9 @@ class PendingApproval:
             "decided_at": None if self.decided_at is None else self.decided_at.isoformat(),
             "reason": self.reason,
         }
+        if self.decision_seal is not None:  # rows without one keep their stored shape
+            d["decision_seal"] = self.decision_seal
+        return d
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> PendingApproval:
@@ -81,7 +90,43 @@ class PendingApproval:
             approver=d.get("approver"),
             decided_at=None if d.get("decided_at") is None else datetime.fromisoformat(d["decided_at"]),
             reason=d.get("reason"),
+            decision_seal=d.get("decision_seal"),
         )
+
+
+# The HMAC key of a seal made without CALLBOUND_AUDIT_KEY: such a seal finds a naive edit of a decided
+# row (its status set to "approved" by hand), as the unkeyed chain finds naive edits (D20); a writer who
+# also recomputes it gets through, as with the chain. With the key, they do not.
+_UNKEYED = b"callbound decision seal v1"
+
+
+def decision_seal(approval: PendingApproval, key: bytes | None) -> str:
+    """HMAC-SHA256 of what a decision says and which call it lets run: the approval and its operation,
+    tenant, call and argument digest, the verdict, approver, time and reason. Recorded by whoever
+    decides (``Runner.decide``, ``callbound approvals approve|deny``, a resume's decisions) and checked
+    by a resume before the decision takes effect, and by ``audit verify``."""
+    a = approval
+    said = [
+        a.approval_id,
+        a.operation_id,
+        a.tenant,
+        a.call_id,
+        a.argument_digest,
+        a.status,
+        a.approver,
+        None if a.decided_at is None else a.decided_at.isoformat(),
+        a.reason,
+    ]
+    body = json.dumps(said, ensure_ascii=True, separators=(",", ":")).encode()
+    return hmac.new(key or _UNKEYED, body, hashlib.sha256).hexdigest()
+
+
+def seal_holds(approval: PendingApproval, key: bytes | None) -> bool:
+    """True if the approval's decision carries the seal of what it says (constant-time comparison)."""
+    got = approval.decision_seal
+    if not isinstance(got, str):
+        return False
+    return hmac.compare_digest(decision_seal(approval, key).encode(), got.encode("utf-8", "replace"))
 
 
 def identity(name: str) -> str:

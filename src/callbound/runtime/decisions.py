@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..core.approvals import Decision, PendingApproval, record_decision, revalidate, same_identity, withdraw
+from ..core.approvals import (
+    Decision,
+    PendingApproval,
+    decision_seal,
+    record_decision,
+    revalidate,
+    same_identity,
+    withdraw,
+)
+from ..core.audit import verify_chain
 from ..core.canonical import sha256_hex
 from ..core.dispatch import Reject, hook_verdict, plan_call
 from ..core.errors import UnknownApproval, UsageError
@@ -93,6 +102,8 @@ def _checked(
         _check_shown(runner, approval)
     now = runner.clock.now()
     decided, changed = record_decision(approval, decision, now)
+    if changed:  # sealed by the one who decides: a resume acts only on a decision it can verify (D20)
+        decided = replace(decided, decision_seal=decision_seal(decided, runner.audit_key))
     return decided, changed, now
 
 
@@ -101,9 +112,19 @@ def _check_shown(runner: Runner, approval: PendingApproval) -> None:
     the approver decides on what the row shows, and an edited row (another amount shown than the one
     that would run) must not collect an approval. The resume would refuse it too (FAILED(INTEGRITY)),
     but only after a human approved what they were not going to get."""
-    chain = read_chain(runner.store.audit_events(approval.operation_id))
+    events = runner.store.audit_events(approval.operation_id)
+    first = verify_chain(events[:1], runner.audit_key)
+    if first is not None:
+        # The decision is sealed under this runner's key (core.approvals.decision_seal): sealed under
+        # another key (or none) than the chain's, every resume would find it forged (D20).
+        raise UsageError(
+            f"the audit chain of operation {approval.operation_id} does not verify under this process's "
+            "audit key: decide with the CALLBOUND_AUDIT_KEY it was written with (or unset, if none), or run "
+            f"`callbound audit verify {approval.operation_id}` to see whether it was edited"
+        )
+    chain = read_chain(events)
     # as a resume holds it (before_run): an expiry moved earlier only withholds the call, as time passing does
-    found = approval_problems(chain, [approval], before_run=True)
+    found = approval_problems(chain, [approval], before_run=True, key=runner.audit_key)
     if found:
         raise UsageError(
             f"approval {approval.approval_id} differs from its audited request ({found[0].why}); it cannot be "

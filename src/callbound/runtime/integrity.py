@@ -32,7 +32,7 @@ from datetime import datetime
 from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
-from ..core.approvals import PendingApproval
+from ..core.approvals import PendingApproval, seal_holds
 from ..core.audit import AuditEntry, AuditEvent, audit_entries, items_digest, verify_chain
 from ..core.binding import request_sha256, verify_binding
 from ..core.canonical import sha256_hex
@@ -342,7 +342,11 @@ def _table_problems(audited: Sequence[AuditEntry]) -> list[Problem]:
 
 
 def approval_problems(
-    chain: AuditedChain, approvals: Iterable[PendingApproval], *, before_run: bool = False
+    chain: AuditedChain,
+    approvals: Iterable[PendingApproval],
+    *,
+    before_run: bool = False,
+    key: bytes | None = None,
 ) -> list[Problem]:
     """Approval rows against the chain: the call, digest and expiry asked for (``approval_requested``)
     and, once a resume acted on it, the decision (``approval_resolved``). A decision recorded since
@@ -350,7 +354,12 @@ def approval_problems(
 
     ``before_run``: a resume holds the expiry only to not being later than audited. A later one would
     let a decision made after the real expiry run the call (D17); an earlier one only withholds it,
-    as the resume's own re-validation does for an edited digest (APPROVAL_STALE)."""
+    as the resume's own re-validation does for an edited digest (APPROVAL_STALE).
+
+    ``key``: the runner's ``CALLBOUND_AUDIT_KEY``. A decision the chain does not hold yet must carry
+    the seal of what it says (``core.approvals.decision_seal``) where its request was audited as
+    sealed: a row whose status was edited to "approved" in the database was acted on, and the resume
+    wrote the forged decision into the chain (review round 17, r3 F1)."""
     if not chain.digests:
         return []
     out = []
@@ -374,6 +383,8 @@ def approval_problems(
             out.append(Problem(where, "its expiry differs from the audited request"))
         decided = chain.resolved.get(a.approval_id)
         if decided is None:
+            if a.status in ("approved", "denied") and asked.get("sealed_decision") and not seal_holds(a, key):
+                out.append(Problem(where, "its decision was not recorded by callbound (no valid seal)"))
             continue
         said = decided.get("status")
         # undecided when a resume resolved it on expiry: withdrawn in that same commit
@@ -438,9 +449,10 @@ def resume_problems(runner: Runner, op: Operation, events: Sequence[AuditEvent])
     if op.current is not None:
         out += saved_result_problems(runner, op)
     if op.current is not None and chain.digests:
-        ids = [r.approval_id for r in op.current.records if r.approval_id is not None]
-        asked = [a for a in map(runner.store.get_approval, ids) if a is not None]
-        out += approval_problems(chain, asked, before_run=True)
+        # every approval row of the operation, not only those its records name: a row added for a
+        # call of the turn under work is a difference like any other (r3 F4)
+        asked = runner.store.list_approvals(operation_id=op.operation_id, status=None, limit=1_000_000)
+        out += approval_problems(chain, asked, before_run=True, key=runner.audit_key)
     return out
 
 

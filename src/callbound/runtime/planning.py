@@ -122,6 +122,9 @@ def plan(runner: Runner, op: Operation, turn: ModelTurn, replan: bool = False) -
                     # edited display cannot get a different amount approved (D17, D20)
                     "shown_sha256": payload_digest(approval.arguments),
                     "expires_at": approval.expires_at.isoformat(),
+                    # its decision will carry a seal (core.approvals.decision_seal): a resume and
+                    # `audit verify` require one of the decisions of approvals asked for so (D20)
+                    "sealed_decision": 1,
                 },
                 runner.audit_key,
             )

@@ -159,7 +159,9 @@ def verify_operation(
         problems.append(Problem(operation_id, "operation", f"its row cannot be loaded ({exc!r})"))
     else:
         approvals = store.list_approvals(operation_id=operation_id, status=None, limit=1_000_000)
-        held = digest_problems(op, chain, [t for t, _ in segments]) + approval_problems(chain, approvals)
+        held = digest_problems(op, chain, [t for t, _ in segments]) + approval_problems(
+            chain, approvals, key=key
+        )
         problems.extend(Problem(operation_id, p.where, p.why) for p in held)
         problems.extend(_saved_problems(store, head, op))
         if chain.digests:
