@@ -16,8 +16,9 @@ Used by ``anthropic_messages``, whose ``_Assembler`` adds ``finish`` (the turn m
   ``{"INVALID_JSON": "<the text>"}`` in the rebuilt block, as Anthropic's docs say to send it back;
   ``message()`` also returns the text, which the call's parser rejects.
 - Byte caps: tool_use argument text counts against ``max_call_bytes`` / ``max_response_bytes`` as it
-  comes; other blocks' ``input_json_delta`` (server_tool_use, mcp_tool_use) is no call and counts,
-  all together, against ``max_body_bytes`` only.
+  comes; every other fragment held (text, thinking, signatures, compactions, and server_tool_use /
+  mcp_tool_use ``input_json_delta``, which is no call) counts, all together, against
+  ``max_body_bytes``: a streamed answer is held to the cap a plain body is.
 - Deltas in the API's compact shape are read from the raw event text without the JSON parser
   (``feed_events``, the fast path of ``callbound.adapters.stream``).
 """
@@ -95,7 +96,7 @@ class MessageStream:
         self._blocks: dict[int, _Block] = {}
         self._raw_inputs: dict[int, str] = {}
         self._total = 0  # tool_use argument bytes, against max_response_bytes
-        self._held = 0  # other blocks' input_json bytes, against max_body_bytes
+        self._held = 0  # every other fragment's bytes (text, thinking, server tool input): max_body_bytes
         self._stopped = False
         self._error: dict[str, Any] | None = None
         self._aborted = False
@@ -207,32 +208,35 @@ class MessageStream:
     def _append(self, block: _Block, field: str, value: str) -> int | None:
         """Keep one fragment of an open block. Returns the call's byte count when the fragment is
         tool_use argument text (an ArgumentsProgress is due), else None."""
-        json_text = field == "partial_json"
-        if json_text:
+        arguments = block.tool_use and field == "partial_json"
+        if arguments:
             size = utf8_len(value)  # never raises: one half of a split surrogate pair counts 2 bytes
-            if block.tool_use:
-                block.nbytes += size
-                self._total += size
-                over = block.nbytes > self._max_call_bytes or self._total > self._max_response_bytes
-            else:
-                # A server_tool_use / mcp_tool_use input (pydantic-ai's test_anthropic_mcp_servers_stream
-                # cassette streams one as input_json_delta) is no call: a plain body's capped() counts
-                # only tool_use, and a stream may trip before plain, never after (docs/stop-reasons.md).
-                # Its text is still held, so all of it together is bounded as a plain body is.
-                self._held += size
-                over = self._held > self._caps.max_body_bytes
-            if over:
-                self._aborted = True  # stop buffering; finish() reports TRUNCATED (tripped_cap says why)
-                self.tripped_cap = (
-                    cap_tripped(block.nbytes, self._total, self._caps) if block.tool_use else "max_body_bytes"
-                )
-                self._blocks.clear()
+            block.nbytes += size
+            self._total += size
+            if block.nbytes > self._max_call_bytes or self._total > self._max_response_bytes:
+                self._abort(cap_tripped(block.nbytes, self._total, self._caps))
+                return None
+        else:
+            # Everything else a block holds is no call: text, thinking, signatures, a compaction, and a
+            # server_tool_use / mcp_tool_use input (pydantic-ai's test_anthropic_mcp_servers_stream
+            # cassette streams one as input_json_delta; a plain body's capped() counts only tool_use, and
+            # a stream may trip before plain, never after: docs/stop-reasons.md). All of it together is
+            # bounded as a plain body is (review round 17, r4 F2).
+            self._held += utf8_len(value)
+            if self._held > self._caps.max_body_bytes:
+                self._abort("max_body_bytes")
                 return None
         parts = block.parts.get(field)
         if parts is None:
             parts = block.parts[field] = []
         parts.append(value)
-        return block.nbytes if json_text and block.tool_use else None
+        return block.nbytes if arguments else None
+
+    def _abort(self, cap: str) -> None:
+        """A byte cap tripped: stop buffering; finish() reports TRUNCATED (``tripped_cap`` says why)."""
+        self._aborted = True
+        self.tripped_cap = cap
+        self._blocks.clear()
 
     def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
         """``feed`` for raw events (see ``callbound.adapters.stream``). A content_block_delta in the

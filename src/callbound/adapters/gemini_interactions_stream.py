@@ -122,6 +122,7 @@ class _Assembler:
         self._call_bytes: dict[int, int] = {}
         self._announced: set[int] = set()
         self._total = 0
+        self._held = 0  # UTF-8 bytes of text and thought summary text held: against max_body_bytes
         self._legacy = False
         self._terminal: dict[str, Any] | None = None
         self._error: dict[str, Any] | None = None
@@ -170,15 +171,25 @@ class _Assembler:
         self._call_bytes[index] = self._call_bytes.get(index, 0) + size
         self._total += size
         if self._call_bytes[index] > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
-            self._aborted = True
-            self._tripped = cap_tripped(self._call_bytes[index], self._total, self._caps)
-            self._items.clear()  # stop buffering: nothing of this stream will be used
-            self._order.clear()
-            self._args.clear()
-            self._texts.clear()
-            self._summaries.clear()
-            return False
+            return self._abort(cap_tripped(self._call_bytes[index], self._total, self._caps))
         return True
+
+    def _hold(self, text: str) -> bool:
+        """Count text held (answer and thought summaries) against ``max_body_bytes``: a streamed
+        answer is bounded as a plain body is (review round 17, r4 F2). False once over it (aborted)."""
+        self._held += utf8_len(text)
+        return self._held <= self._caps.max_body_bytes or self._abort("max_body_bytes")
+
+    def _abort(self, cap: str) -> bool:
+        """A byte cap tripped: finish() reports TRUNCATED (``_tripped`` says why). Always False."""
+        self._aborted = True
+        self._tripped = cap
+        self._items.clear()  # stop buffering: nothing of this stream will be used
+        self._order.clear()
+        self._args.clear()
+        self._texts.clear()
+        self._summaries.clear()
+        return False
 
     def feed(self, event: dict[str, Any] | str) -> list[Progress]:
         if not isinstance(event, dict) or self._aborted or self._terminal is not None:
@@ -237,7 +248,8 @@ class _Assembler:
         if index in self._stopped and (item.get("type") == "function_call" or dtype == "function_call"):
             return []  # final at its stop (see the class doc); arguments_delta is checked in _arguments
         if dtype == "text" and isinstance(delta.get("text"), str):
-            self._texts.setdefault(index, []).append(delta["text"])
+            if self._hold(delta["text"]):
+                self._texts.setdefault(index, []).append(delta["text"])
         elif dtype == "thought_signature":
             # A delta without its value (the SDK types make a summary delta's content optional)
             # leaves the step as it was: a null in it would go back to the API in the replay (D8).
@@ -268,9 +280,11 @@ class _Assembler:
         outside the BMP may arrive as its escaped surrogate halves in two deltas, and two lone
         surrogates in the replayed thought step make the next request unencodable (D4, D8). Any other
         content (an image) is an item of its own and ends the run."""
+        text = content.get("text")
+        if isinstance(text, str) and content.get("type") == "text" and not self._hold(text):
+            return
         summary = _list_in(item, "summary")
         runs = self._summaries.setdefault(index, [])
-        text = content.get("text")
         if content.get("type") != "text" or not isinstance(text, str):
             summary.append(content)
         elif runs and summary and summary[-1] is runs[-1][0]:
@@ -361,7 +375,8 @@ class _Assembler:
         # that is retried has still been paid for, and token budgets add up every request (D12).
         usage = _usage(self._usage)
         if self._aborted:
-            turn = too_large_turn(API, prov, raw_sha256, self._rid, cap=self._tripped)
+            why = "response_too_large" if self._tripped == "max_body_bytes" else "arguments_too_large"
+            turn = too_large_turn(API, prov, raw_sha256, self._rid, why, cap=self._tripped)
             return dataclasses.replace(turn, usage=usage)
         if self._error is not None:
             turn = error_turn(self._error, raw_sha256, None, {}, "error_event", self._model)

@@ -27,6 +27,7 @@ from .base import (
     join_fragments,
     stream_cut_turn,
     too_large_turn,
+    utf8_len,
 )
 from .gemini_generate import (
     API,
@@ -143,6 +144,7 @@ class _Assembler:
         self._open: _PartialCall | None = None
         self._call_bytes: dict[int, int] = {}
         self._total = 0
+        self._held = 0  # UTF-8 bytes of text parts held: against max_body_bytes
         self._arg_errors: dict[int, str] = {}  # by position in finish()'s part list
         self._truncated: str | None = None
         self._finish: str | None = None
@@ -183,12 +185,22 @@ class _Assembler:
         self._call_bytes[index] = self._call_bytes.get(index, 0) + size
         self._total += size
         if self._call_bytes[index] > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
-            self._aborted = True
-            self._tripped = cap_tripped(self._call_bytes[index], self._total, self._caps)
-            self._parts.clear()  # stop buffering: nothing of this stream will be used
-            self._open = None
-            return False
+            return self._abort(cap_tripped(self._call_bytes[index], self._total, self._caps))
         return True
+
+    def _hold(self, text: str) -> bool:
+        """Count text held (answer and thoughts) against ``max_body_bytes``: a streamed answer is
+        bounded as a plain body is (review round 17, r4 F2). False once over it (aborted)."""
+        self._held += utf8_len(text)
+        return self._held <= self._caps.max_body_bytes or self._abort("max_body_bytes")
+
+    def _abort(self, cap: str) -> bool:
+        """A byte cap tripped: finish() reports TRUNCATED (``_tripped`` says why). Always False."""
+        self._aborted = True
+        self._tripped = cap
+        self._parts.clear()  # stop buffering: nothing of this stream will be used
+        self._open = None
+        return False
 
     def feed(self, event: dict[str, Any] | str) -> list[Progress]:
         if not isinstance(event, dict) or self._aborted:
@@ -280,6 +292,8 @@ class _Assembler:
         if any(k not in _NOT_CONTENT and part[k] not in ("", {}) for k in part):
             self._after_finish = True
         if set(part) <= {"text", "thought"} and isinstance(part.get("text"), str):
+            if not self._hold(part["text"]):
+                return []
             thought = part.get("thought", _MISSING)
             last = self._parts[-1] if self._parts else None
             if not (isinstance(last, _TextRun) and last.thought == thought):
@@ -354,7 +368,8 @@ class _Assembler:
         # that is retried has still been paid for, and token budgets add up every request (D12).
         usage = _usage(self._usage)
         if self._aborted:
-            turn = too_large_turn(API, prov, raw_sha256, self._rid, cap=self._tripped)
+            why = "response_too_large" if self._tripped == "max_body_bytes" else "arguments_too_large"
+            turn = too_large_turn(API, prov, raw_sha256, self._rid, why, cap=self._tripped)
             return dataclasses.replace(turn, usage=usage)
         if self._error is not None:
             turn = error_turn(self._error, raw_sha256, None, {}, "error_event", model)

@@ -111,7 +111,8 @@ class _Parts:
         else:
             self.parts.append((kind, dict(members), [text]))
 
-    def feed(self, content: list[Any]) -> None:
+    def feed(self, content: list[Any]) -> int:
+        size = 0
         for part in content:
             if not isinstance(part, dict):
                 continue
@@ -121,14 +122,17 @@ class _Parts:
                     t["text"] for t in inner if isinstance(t, dict) and isinstance(t.get("text"), str)
                 )
                 self.add("thinking", {k: v for k, v in part.items() if k != "thinking"}, text)
+                size += utf8_len(text)
             elif isinstance(part.get("text"), str):
                 self.add(
                     str(part.get("type") or "text"),
                     {k: v for k, v in part.items() if k != "text"},
                     part["text"],
                 )
+                size += utf8_len(part["text"])
             else:
                 self.add("", part, "")
+        return size
 
     def content(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -189,6 +193,7 @@ class _Assembler:
         self._done = False
         self._error: dict[str, Any] | None = None
         self._total = 0
+        self._held = 0  # UTF-8 bytes of text, refusal and reasoning held: against max_body_bytes
         self._aborted = False
         self._tripped: str | None = None  # the StreamCaps field that tripped (cap_tripped)
 
@@ -253,23 +258,29 @@ class _Assembler:
                 # Mistral streams thinking and text as parts; the text parts are the answer, as in a plain
                 # body (vercel/ai packages/openai-compatible/src/chat/__fixtures__/issue-13703-mistral-thinking).
                 self._parts = self._parts or _Parts(self._content)
-                self._parts.feed(content)
+                self._held += self._parts.feed(content)
             elif isinstance(content, str):
                 if self._parts is not None and content:
                     self._parts.add("text", {"type": "text"}, content)
                 self._content = self._content if self._content is not None else []
                 self._content.append(content)
+                self._held += utf8_len(content)
             if isinstance(delta.get("refusal"), str):
                 self._refusal = self._refusal if self._refusal is not None else []
                 self._refusal.append(delta["refusal"])
+                self._held += utf8_len(delta["refusal"])
             # D8: reasoning the provider wants back with its tool calls (DeepSeek and Kimi answer 400
             # "reasoning_content ... must be passed back" without it; OpenRouter keeps signatures in
             # reasoning_details). Groq's "reasoning" is not kept: Groq rejects it on a request.
             if isinstance(delta.get("reasoning_content"), str):
                 self._reasoning = self._reasoning if self._reasoning is not None else []
                 self._reasoning.append(delta["reasoning_content"])
+                self._held += utf8_len(delta["reasoning_content"])
             if isinstance(delta.get("reasoning_details"), list):
-                self._reasoning_details(delta["reasoning_details"])
+                self._held += self._reasoning_details(delta["reasoning_details"])
+            if self._held > self._caps.max_body_bytes:  # bounded as a plain body is (review 17, r4 F2)
+                self._abort("max_body_bytes")
+                return
             if isinstance(delta.get("extra_content"), dict):
                 _keep(self._extra, {"extra_content": delta["extra_content"]}, frozenset())
             tool_calls = delta.get("tool_calls")
@@ -371,10 +382,11 @@ class _Assembler:
             return max(self._slots) + 1
         return key
 
-    def _reasoning_details(self, items: list[Any]) -> None:
+    def _reasoning_details(self, items: list[Any]) -> int:
         """OpenRouter streams ``reasoning_details`` in pieces: consecutive text or summary pieces of
         one index make one detail, as the plain body has it; anything else (encrypted data) is kept
-        as sent. Fragments are joined once, in ``message``."""
+        as sent. Fragments are joined once, in ``message``. Returns the text's bytes (max_body_bytes)."""
+        size = 0
         for item in items:
             if not isinstance(item, dict):
                 continue
@@ -390,14 +402,16 @@ class _Assembler:
                 for name, value in item.items():
                     if name in ("text", "summary") and isinstance(value, str):
                         parts.setdefault(name, []).append(value)
+                        size += utf8_len(value)
                     elif value is not None:
                         last[name] = value  # e.g. the signature that closes a thinking block
                 continue
             detail = {k: v for k, v in item.items() if k not in ("text", "summary") or not isinstance(v, str)}
             self._details.append(detail)
-            self._detail_parts.append(
-                {k: [v] for k, v in item.items() if k in ("text", "summary") and isinstance(v, str)}
-            )
+            texts = {k: [v] for k, v in item.items() if k in ("text", "summary") and isinstance(v, str)}
+            self._detail_parts.append(texts)
+            size += sum(utf8_len(v[0]) for v in texts.values())
+        return size
 
     def _fragment(
         self, slot: Slot, key: int | None, function: Any, frag: dict[str, Any], out: list[Progress]
@@ -455,14 +469,21 @@ class _Assembler:
         slot.nbytes += size
         self._total += size
         if slot.nbytes > self._caps.max_call_bytes or self._total > self._caps.max_response_bytes:
-            self._aborted = True  # stop buffering; finish() reports TRUNCATED(arguments_too_large)
-            self._tripped = cap_tripped(slot.nbytes, self._total, self._caps)
-            self._slots.clear()
-            self._legacy = None
+            self._abort(cap_tripped(slot.nbytes, self._total, self._caps))
             return None
         if isinstance(args, str):
             slot.args.append(args)
         return slot.nbytes
+
+    def _abort(self, cap: str) -> None:
+        """A byte cap tripped: stop buffering; finish() reports TRUNCATED (``_tripped`` says why)."""
+        self._aborted = True
+        self._tripped = cap
+        self._slots.clear()
+        self._legacy = None
+        self._content = self._refusal = self._reasoning = self._parts = None
+        self._details.clear()
+        self._detail_parts.clear()
 
     def feed_events(self, events: Sequence[RawEvent], on_progress: ProgressCallback | None) -> None:
         """``feed`` for raw events (see ``callbound.adapters.stream``). A chunk that only carries one
@@ -549,7 +570,8 @@ class _Assembler:
         # retried has still been paid for, and token budgets add up every request (D12).
         usage = _usage(raw_usage)
         if self._aborted:
-            turn = too_large_turn(API, prov, raw_sha256, self._response_id, cap=self._tripped)
+            why = "response_too_large" if self._tripped == "max_body_bytes" else "arguments_too_large"
+            turn = too_large_turn(API, prov, raw_sha256, self._response_id, why, cap=self._tripped)
             return replace(turn, usage=usage)
         if self._error is not None:
             turn = _error_turn(

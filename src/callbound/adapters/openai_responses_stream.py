@@ -173,6 +173,7 @@ class _Assembler:
         self._progress_ids: dict[int, str] = {}  # calls announced with CallStarted
         self._ready: set[int] = set()
         self._total = 0
+        self._held = 0  # UTF-8 bytes of output text and refusal held: against max_body_bytes
         self._terminal: dict[str, Any] | None = None
         self._error: dict[str, Any] | None = None
         self._aborted = False
@@ -202,9 +203,13 @@ class _Assembler:
             return True
         return False
 
-    def _abort(self) -> list[Progress]:
+    def _abort(self, cap: str | None = None) -> list[Progress]:
+        """A byte cap tripped (``cap``, when ``_over_caps`` has not named it): stop buffering."""
         self._aborted = True
+        self._tripped = cap or self._tripped
         self._args.clear()
+        self._texts.clear()
+        self._refusals.clear()
         return []
 
     def _start(self, idx: int, item: dict[str, Any]) -> list[Progress]:
@@ -330,10 +335,10 @@ class _Assembler:
             return []
         if kind in _REFUSAL_EVENTS:
             self._refusal(str(kind), event)
-            return []
-        if kind in ("response.output_text.delta", "response.output_text.done"):
+        elif kind in ("response.output_text.delta", "response.output_text.done"):
             self._text(str(kind), event)
-            return []
+        if self._held > self._caps.max_body_bytes:  # bounded as a plain body is (review 17, r4 F2)
+            return self._abort("max_body_bytes")
         # Reasoning deltas and hosted-tool events: the done items carry them, as whole strings.
         return []
 
@@ -344,6 +349,7 @@ class _Assembler:
         value = event.get("delta" if kind == "response.output_text.delta" else "text")
         if idx is None or idx in self._done or not isinstance(value, str):
             return  # an item already done carries its own text
+        self._held += utf8_len(value)
         parts = self._texts.setdefault((idx, _output_index(event.get("content_index")) or 0), [])
         if kind == "response.output_text.delta":
             parts.append(value)
@@ -366,6 +372,7 @@ class _Assembler:
         parts = self._refusals.setdefault((-1 if idx is None else idx, content_index or 0), [])
         if not isinstance(value, str):
             return  # still a refusal signal, with no text
+        self._held += utf8_len(value)
         if kind == "response.refusal.delta" or (kind == "response.content_part.added" and not parts):
             parts.append(value)
         elif kind != "response.content_part.added":
@@ -541,7 +548,8 @@ class _Assembler:
     def finish(self, raw_sha256: str) -> ModelTurn:
         prov = _provenance(self._model)
         if self._aborted:
-            return too_large_turn(API, prov, raw_sha256, self._response_id, cap=self._tripped)
+            why = "response_too_large" if self._tripped == "max_body_bytes" else "arguments_too_large"
+            return too_large_turn(API, prov, raw_sha256, self._response_id, why, cap=self._tripped)
         if self._terminal is not None:
             resp = dict(self._terminal)
             if not (isinstance(resp.get("id"), str) and resp["id"]):
