@@ -40,8 +40,10 @@ class StreamCaps:
       over either → TRUNCATED(arguments_too_large), no call runs.
     - ``max_body_bytes``: what callbound holds of one response at once: a plain body, or one stream
       event not yet complete (its data lines and an unfinished line, counted in characters, each at
-      least a byte). Over it the transport stops reading → TRUNCATED(response_too_large), no call runs,
-      not retried: a server that sends one endless line or event cannot make callbound buffer it all.
+      least a byte), and the text a stream has sent in all besides arguments (answer, refusal,
+      reasoning; UTF-8 bytes). Over it the transport stops reading → TRUNCATED(response_too_large), no
+      call runs, not retried: a server that sends one endless line or event, or endless text deltas,
+      cannot make callbound buffer it all.
 
     The turn of a trip says which setting to raise: its ``failure`` (kind ``byte_cap``) has the field's
     name as ``error_code`` (``cap_tripped``), which a run copies into the operation's history.
