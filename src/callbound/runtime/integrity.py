@@ -458,17 +458,22 @@ def resume_problems(runner: Runner, op: Operation, events: Sequence[AuditEvent])
 
 # What a saved result's audit record (protected_audit) copies from the trusted context it was bound
 # under (core.binding.make_envelope), beside the binding itself.
-_BOUND_COPIES = (
+# CONTEXT_COPIES are those ``audit verify`` holds to the call as stored (it has no registry or ledger
+# at hand; it recomputes the binding with the rest as the record says them).
+CONTEXT_COPIES = (
     "provider",
     "api",
     "adapter_revision",
     "response_id",
     "call_id",
     "operation_id",
-    "idempotency_key",
     "tenant",
     "subject",
     "tool",
+)
+_BOUND_COPIES = (
+    *CONTEXT_COPIES,
+    "idempotency_key",
     "handler",
     "schema_version",
     "policy_revision",

@@ -23,7 +23,7 @@ from ..core.snapshot import SNAPSHOT_VERSION, turn_from_dict
 from ..core.types import ModelTurn
 from ..stores.base import Store
 from ..stores.rows import FAILURES, UnreadableRow
-from .integrity import AuditedTurn, approval_problems, chain_fault, read_chain
+from .integrity import CONTEXT_COPIES, AuditedTurn, approval_problems, chain_fault, read_chain
 from .integrity import problems as digest_problems
 from .ledger_owners import Claims, chain_claims, ledger_problems
 from .operation import Operation
@@ -41,17 +41,7 @@ class Problem:
 
 
 # What a result's audit record (protected_audit) copies from its trusted context (core.binding.make_envelope).
-_COPIED = (
-    "provider",
-    "api",
-    "adapter_revision",
-    "response_id",
-    "call_id",
-    "operation_id",
-    "tenant",
-    "subject",
-    "tool",
-)
+_COPIED = CONTEXT_COPIES
 
 # Effects of a result after which its intent is done for good: the ledger entry must be SUCCEEDED.
 _DONE = frozenset({"applied", "reconciled", "replayed"})
