@@ -360,8 +360,7 @@ class _Assembler(MessageStream):
         # every request (D12).
         usage = _usage(self._usage)
         if self._aborted:  # a server tool's input over max_body_bytes is no argument (MessageStream._append)
-            why = "response_too_large" if self.tripped_cap == "max_body_bytes" else "arguments_too_large"
-            return replace(too_large_turn(API, prov, raw_sha256, rid, why, cap=self.tripped_cap), usage=usage)
+            return replace(too_large_turn(API, prov, raw_sha256, rid, cap=self.tripped_cap), usage=usage)
         if self._error is not None:
             turn = _error_turn(self._error, raw_sha256, None, {}, "error_event", rid, self._model)
             return replace(turn, usage=usage)

@@ -438,13 +438,17 @@ def too_large_turn(
     provenance: Provenance,
     raw_sha256: str,
     response_id: str | None,
-    reason: str = "arguments_too_large",
+    reason: str | None = None,
     *,
     cap: str | None = None,
 ) -> ModelTurn:
     """A byte cap tripped (D1): TRUNCATED(``reason``), no calls, not retried. ``cap``: the
     ``StreamCaps`` field that tripped (``cap_tripped``, or ``max_body_bytes``), kept as the failure's
-    ``error_code`` so the user knows which setting to raise."""
+    ``error_code`` so the user knows which setting to raise. Without a ``reason``, the cap says it:
+    ``response_too_large`` for ``max_body_bytes`` (what a response holds besides arguments, D1),
+    ``arguments_too_large`` for the argument caps."""
+    if reason is None:
+        reason = "response_too_large" if cap == "max_body_bytes" else "arguments_too_large"
     return failure_turn(
         api,
         provenance,

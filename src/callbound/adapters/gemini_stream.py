@@ -368,8 +368,7 @@ class _Assembler:
         # that is retried has still been paid for, and token budgets add up every request (D12).
         usage = _usage(self._usage)
         if self._aborted:
-            why = "response_too_large" if self._tripped == "max_body_bytes" else "arguments_too_large"
-            turn = too_large_turn(API, prov, raw_sha256, self._rid, why, cap=self._tripped)
+            turn = too_large_turn(API, prov, raw_sha256, self._rid, cap=self._tripped)
             return dataclasses.replace(turn, usage=usage)
         if self._error is not None:
             turn = error_turn(self._error, raw_sha256, None, {}, "error_event", model)

@@ -570,8 +570,7 @@ class _Assembler:
         # retried has still been paid for, and token budgets add up every request (D12).
         usage = _usage(raw_usage)
         if self._aborted:
-            why = "response_too_large" if self._tripped == "max_body_bytes" else "arguments_too_large"
-            turn = too_large_turn(API, prov, raw_sha256, self._response_id, why, cap=self._tripped)
+            turn = too_large_turn(API, prov, raw_sha256, self._response_id, cap=self._tripped)
             return replace(turn, usage=usage)
         if self._error is not None:
             turn = _error_turn(

@@ -548,8 +548,7 @@ class _Assembler:
     def finish(self, raw_sha256: str) -> ModelTurn:
         prov = _provenance(self._model)
         if self._aborted:
-            why = "response_too_large" if self._tripped == "max_body_bytes" else "arguments_too_large"
-            return too_large_turn(API, prov, raw_sha256, self._response_id, why, cap=self._tripped)
+            return too_large_turn(API, prov, raw_sha256, self._response_id, cap=self._tripped)
         if self._terminal is not None:
             resp = dict(self._terminal)
             if not (isinstance(resp.get("id"), str) and resp["id"]):
