@@ -35,7 +35,7 @@ from .claims import queue as _ledger
 from .crash import crash_point, ledger_disabled
 from .operation import DONE, PLANNED, RUNNING, UNKNOWN, CallRecord, Operation
 from .repeats import TurnRuns
-from .tools import HandlerOutcome, linger_for, to_jsonable, turn_slots
+from .tools import HandlerOutcome, json_result, linger_for, turn_slots
 from .turn_deadline import (
     ReadGate,
     ctx_for,
@@ -128,10 +128,9 @@ def _result_for(spec: ToolSpec, op: Operation, value: Any) -> tuple[dict[str, An
     """(model_result, output). Enforces the result-size cap (D11) on the canonical JSON, under the
     budgets saved with the operation, like every other guard (not the resuming runner's)."""
     try:
-        # A returned pydantic model is dumped here: user code (a computed field, a custom serializer)
+        # Returned pydantic models are dumped here: user code (a computed field, a custom serializer)
         # may raise anything, which must become an envelope, never escape the loop (D4).
-        data = to_jsonable(value)
-        size = len(canonical_bytes(data))
+        data, size = json_result(value)
     except Exception:  # CanonicalizationError, PydanticSerializationError, a computed field's error
         applied = " The effect was applied." if spec.is_write else ""
         return error_result(HANDLER_ERROR, "the tool returned a value that is not JSON." + applied), None
