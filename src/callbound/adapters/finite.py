@@ -8,8 +8,8 @@ and the SDK transports raise before sending. So such input goes back as input th
 ``{"INVALID_JSON": "<the text>"}``, as Anthropic's fine-grained tool streaming docs ("Handling invalid
 JSON in tool responses") say to send it, the number written inside the string.
 
-Shared by the adapters whose calls carry parsed argument objects (Anthropic ``input``; Gemini ``args``
-may use it too). Pure: no I/O.
+Shared by the adapters whose calls carry parsed argument objects: Anthropic ``input``, Gemini
+``functionCall.args`` and Interactions ``arguments``. Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@
   ``LANGUAGE``, ``OTHER`` → API_FAILURE fatal; anything else → API_FAILURE(unknown_stop_reason).
   ``reason`` is the raw value lower-cased.
 - Continuation (D8): the candidate's ``content`` exactly as received (part order, ``thoughtSignature`` on
-  the part it came on). Only a missing ``role`` is filled in (``model``): a multi-turn request needs it.
+  the part it came on). Only a missing ``role`` is filled in (``model``): a multi-turn request needs it,
+  and ``args`` holding a number JSON cannot carry (``1e400``, NaN) go back as ``{"INVALID_JSON": text}``
+  (``finite``), as Anthropic's tool_use input does: the call is refused (D5) either way.
   Calls in a content whose role is another → API_FAILURE(malformed_response): they could not be answered.
   So is a ``STOP`` turn whose candidate ``content`` is no object, ``parts`` no list, or a part or its
   ``functionCall`` no object (``shapes.gemini_candidate``; missing or null is none), plain or streamed.
@@ -74,6 +76,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
+from .finite import has_non_finite, invalid_json, json_text
 from .gemini_schema import deep_merge, gemini_schema, gemini_usage, google_error_details, token_sum
 from .shapes import gemini_candidate
 
@@ -170,6 +173,7 @@ def turn_from_body(
 
     calls: list[ToolCall] = []
     text: list[str] = []
+    sent = list(parts)  # the parts sent back: a copy, see non-finite args below
     for index, part in enumerate(parts):
         if not isinstance(part, dict):
             continue
@@ -182,6 +186,13 @@ def turn_from_body(
         args = fc.get("args", {})
         # A non-object args value is passed on as text so that it surfaces as an arguments error.
         raw_args = args if isinstance(args, dict) else json.dumps(args)
+        if has_non_finite(args):
+            # 1e400, NaN or Infinity read as inf/nan: D5 refuses the call, but kept in the content the
+            # next request would hold a bare Infinity (no JSON: a 400) and the store could not hold the
+            # turn at all. It goes back as args that never parsed (finite.py), as Anthropic's tool_use
+            # input does, and the call gets the text.
+            raw_args = json_text(args)
+            sent[index] = {**part, "functionCall": {**fc, "args": invalid_json(raw_args)}}
         call = make_call(PROVIDER, API, rid, cid, fc.get("name"), raw_args, index)
         if arg_errors and index in arg_errors:
             call = dataclasses.replace(call, arguments=None, arguments_error=arg_errors[index])
@@ -189,6 +200,8 @@ def turn_from_body(
 
     continuation: tuple[dict[str, Any], ...] = ()
     if isinstance(content, dict) and parts:
+        if any(new is not old for new, old in zip(sent, parts, strict=True)):
+            content = {**content, "parts": sent}
         continuation = (content if "role" in content else {"role": "model", **content},)
 
     def turn(

@@ -21,7 +21,8 @@
   steps (``user_input``, ``function_result``) in a response are not part of the turn, so nothing the
   request sent is replayed twice.
 - Continuation (D8): stateless replay by default: the turn's steps go back unchanged (``thought`` steps
-  with their ``signature``), then the results. Server-side state is opt-in with the runtime's generic
+  with their ``signature``), then the results; a call's ``arguments`` holding a number JSON cannot
+  carry (``1e400``, NaN) go back as ``{"INVALID_JSON": text}`` (``finite``). Server-side state is opt-in with the runtime's generic
   ``settings["continuation"] = "previous_response_id"``: the runtime then passes the interaction id as
   ``previous_response_id``, which goes on the wire as ``previous_interaction_id`` with only the new
   items. With ``store: false`` (``settings["store"]``; the runner refuses it in ``extra``) nothing is
@@ -98,6 +99,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
+from .finite import has_non_finite, invalid_json, json_text
 from .gemini_interactions_errors import (
     QUOTA_CODES,
     RATE_CODES,
@@ -184,6 +186,7 @@ def turn_from_interaction(
         )
     calls: list[ToolCall] = []
     text: list[str] = []
+    items = list(items)  # the steps sent back: a copy, see non-finite arguments below
     for index, item in enumerate(items):
         kind = item.get("type")
         if kind == "function_call":
@@ -191,6 +194,13 @@ def turn_from_interaction(
             raw_args = args if isinstance(args, dict | str) or args is None else json.dumps(args)
             if raw_arguments and index in raw_arguments:
                 raw_args = raw_arguments[index]
+            if has_non_finite(args):
+                # 1e400, NaN or Infinity read as inf/nan: D5 refuses the call, but kept in the step the
+                # next request would hold a bare Infinity (no JSON: a 400) and the store could not hold
+                # the turn. It goes back as arguments that never parsed (finite.py), as in
+                # gemini-generate and Anthropic; the call gets the text (a stream's, as it was sent).
+                raw_args = raw_args if isinstance(raw_args, str) else json_text(args)
+                items[index] = {**item, "arguments": invalid_json(raw_args)}
             calls.append(
                 make_call(PROVIDER, API, rid, _real_id(item.get("id")), item.get("name"), raw_args, index)
             )
