@@ -73,14 +73,15 @@ class MemoryStore:
                     raise StaleLease(
                         f"operation {op}: lease token {commit.fence} is stale (current {current})"
                     )
-            for entry in commit.ledger:
-                held = self._ledger.get((entry.tenant, entry.key)) if entry.claim else None
-                if held is not None and claim_refused(entry, (held.operation_id, held.status.value)):
-                    raise IntentTaken(entry.tenant, entry.key, held.operation_id)
             stored = 0 if commit.create else len(self._audit[op])
             for i, ev in enumerate(commit.audit):
                 if ev.seq != stored + i:
                     raise StoreError(f"audit sequence {ev.seq} for {op} does not follow {stored + i - 1}")
+            # claims after the head's checks, in the durable stores' order (review round 18, d F1)
+            for entry in commit.ledger:
+                held = self._ledger.get((entry.tenant, entry.key)) if entry.claim else None
+                if held is not None and claim_refused(entry, (held.operation_id, held.status.value)):
+                    raise IntentTaken(entry.tenant, entry.key, held.operation_id)
             # An approval is written only while it is pending (as the durable stores' upsert): a commit
             # withdrawing one that an approver decided after the writer read it is refused, so the
             # decision stays. Later rows of one commit see the earlier ones (the last write wins).

@@ -309,15 +309,18 @@ class SQLiteStore(SQLiteLeases):
     ) -> None:
         """Everything of one commit, inside its transaction (documents already encoded)."""
         op = commit.operation_id
-        for e in commit.ledger:
-            if e.claim:  # BEGIN IMMEDIATE holds the write lock: nobody can claim between read and write
-                row = conn.execute(_LEDGER_HOLDER, (e.tenant, e.key)).fetchone()
-                if row is not None and claim_refused(e, (row[0], row[1])):
-                    raise IntentTaken(e.tenant, e.key, row[0])
         if commit.create:
             start = self._insert(conn, commit, head_json, len(journal), len(audit))
         else:
             start = self._update_head(conn, commit, head_json, len(journal), len(audit))
+        # After the head row, as MemoryStore and PostgreSQL: a missing or existing operation, a stale
+        # fence or an audit gap is refused as such, never as IntentTaken, which the runtime answers by
+        # deciding the write again (a worker that lost its lease went on; review round 18, d F1).
+        for e in commit.ledger:
+            if e.claim:  # BEGIN IMMEDIATE holds the write lock: nobody can claim between read and write
+                row = conn.execute(_LEDGER_HOLDER, (e.tenant, e.key)).fetchone()
+                if row is not None and claim_refused(e, (row[0], row[1])):
+                    raise IntentTaken(e.tenant, e.key, row[0])  # rolls the head row back
         if journal:
             conn.executemany(
                 _INSERT_JOURNAL,
