@@ -102,7 +102,9 @@ class _Assembler:
     Responses after ``output_item.done``), so one provider contract violation reads the same on
     every API: the call runs on exactly the arguments that were complete at its done event, the ones
     CallReady announced, and nothing received after it can reach the tool. (A ``step.start`` for the
-    index opens the step again, as a ``content_block_start`` does for Anthropic.)"""
+    index opens the step again, as a ``content_block_start`` does for Anthropic.) A delta for an index
+    no ``step.start`` opened is dropped too, as those adapters drop one for a block or item never
+    started: it names no step, and none without a type is made up for the replay (D8)."""
 
     fast_events = _ARGUMENTS_EVENT  # see feed_events
 
@@ -140,13 +142,6 @@ class _Assembler:
         """The terminal event came: nothing after it changes the turn, so a reader may stop (a
         server that keeps the connection open must not hold a finished turn back)."""
         return self._terminal is not None
-
-    def _item(self, index: int) -> dict[str, Any]:
-        item = self._items.get(index)
-        if item is None:
-            item = self._items[index] = {}
-            insort(self._order, index)
-        return item
 
     def _cid(self, index: int) -> str:
         """The id progress events name a call by. A call without a real id is numbered, like its
@@ -243,7 +238,12 @@ class _Assembler:
         return []
 
     def _delta(self, index: int, delta: dict[str, Any]) -> list[Progress]:
-        item = self._item(index)
+        item = self._items.get(index)
+        if item is None:
+            # No step.start opened this index: the delta names no step. Kept, it became a step without a
+            # type, replayed to the API (D8), which rejects it; dropped, as Anthropic's and Responses'
+            # assemblers drop a delta for a block or item never started (review round 18, b F1).
+            return []
         dtype = delta.get("type")
         if index in self._stopped and (item.get("type") == "function_call" or dtype == "function_call"):
             return []  # final at its stop (see the class doc); arguments_delta is checked in _arguments
@@ -319,9 +319,9 @@ class _Assembler:
             if self._aborted:
                 continue  # feed() ignores everything now, and the event is valid JSON: nothing can fail
             index = int(found[1])
-            fragment = string_value(found, 2)
-            self._item(index)  # as _delta() does for any delta
-            nbytes = self._arguments(index, fragment)
+            if index not in self._items:
+                continue  # feed() drops a delta for a step never started (_delta)
+            nbytes = self._arguments(index, string_value(found, 2))
             if nbytes is not None and on_progress is not None:
                 on_progress(ArgumentsProgress(self._cid(index), nbytes))
 
