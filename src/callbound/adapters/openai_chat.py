@@ -4,8 +4,9 @@
   ``message.function_call`` counts as one call with a synthetic id (D7). Results are one
   ``{"role": "tool", "tool_call_id", "content"}`` message per call (``role: "function"`` for the
   legacy call, which has no id to echo).
-- Continuation (D8): the assistant message exactly as received; for a stream, the message rebuilt
-  from the deltas (``role``, ``content``, ``tool_calls``, and ``refusal``/``function_call``/
+- Continuation (D8): the assistant message exactly as received (but call arguments sent as an
+  object holding 1e400 or NaN go back as ``{"INVALID_JSON": text}``, ``finite``); for a stream, the
+  message rebuilt from the deltas (``role``, ``content``, ``tool_calls``, and ``refusal``/``function_call``/
   ``reasoning_content``/``reasoning_details`` when sent; Groq's ``reasoning`` is left out, as Groq
   rejects it on a request).
 - Finish mapping (D1, D31): a non-empty ``message.refusal`` → REFUSAL whatever the finish_reason;
@@ -66,6 +67,7 @@ from .base import (
     with_extra_tools,
 )
 from .failures import map_failure, read_openai_error
+from .finite import has_non_finite, invalid_json, json_text
 from .schema import openai_strict
 from .shapes import chat_message
 
@@ -131,6 +133,42 @@ def _text(content: Any) -> str:
     return ""
 
 
+def _argument_text(raw: Any) -> str | dict[str, Any] | None:
+    """A call's arguments for the strict parser (D5): text as sent, an object (compatible servers) as
+    is, except one holding 1e400, NaN or Infinity, which is given as its text (``finite``): the store
+    can hold that, as it could not hold the float."""
+    if isinstance(raw, dict) and has_non_finite(raw):
+        return json_text(raw)
+    return raw if isinstance(raw, str | dict) else None
+
+
+def _sendable(message: dict[str, Any]) -> dict[str, Any]:
+    """The message as it goes back (D8): unchanged, except call arguments sent as an object holding a
+    number JSON cannot carry, which go back as ``{"INVALID_JSON": text}`` (``finite``; the call is
+    refused either way): kept, the turn could not be stored and the next request would not be JSON."""
+
+    def wrapped(function: Any) -> Any:
+        raw = function.get("arguments") if isinstance(function, dict) else None
+        if not (isinstance(raw, dict) and has_non_finite(raw)):
+            return function
+        return {**function, "arguments": invalid_json(json_text(raw))}
+
+    tool_calls = message.get("tool_calls")
+    if isinstance(tool_calls, list):
+        sent = [
+            {**tc, "function": wrapped(tc["function"])}
+            if isinstance(tc, dict) and wrapped(tc.get("function")) is not tc.get("function")
+            else tc
+            for tc in tool_calls
+        ]
+        if any(new is not old for new, old in zip(sent, tool_calls, strict=True)):
+            message = {**message, "tool_calls": sent}
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict) and wrapped(legacy) is not legacy:
+        message = {**message, "function_call": wrapped(legacy)}
+    return message
+
+
 def _calls(message: dict[str, Any], rid: str) -> tuple[list[ToolCall], bool, bool]:
     """(calls, whether any is complete, whether any is of another type than ``function``). Index =
     position in ``tool_calls``; the legacy call comes last."""
@@ -157,13 +195,13 @@ def _calls(message: dict[str, Any], rid: str) -> tuple[list[ToolCall], bool, boo
                 name = own["name"]
             raw = None
         complete = complete or bool(_str(name))
-        args = raw if isinstance(raw, str | dict) else None
+        args = _argument_text(raw)
         calls.append(make_call(PROVIDER, API, rid, _str(tc.get("id")), name, args, index))
     legacy = message.get("function_call")
     if isinstance(legacy, dict):
         raw = legacy.get("arguments")
         complete = complete or bool(_str(legacy.get("name")))
-        args = raw if isinstance(raw, str | dict) else None
+        args = _argument_text(raw)
         calls.append(make_call(PROVIDER, API, rid, None, legacy.get("name"), args, len(listed)))
     return calls, complete, foreign
 
@@ -206,7 +244,7 @@ def turn_from_completion(
             text=_text(message.get("content")),
             refusal=refusal,
             usage=_usage(resp.get("usage")),
-            continuation=(message,) if message else (),
+            continuation=(_sendable(message),) if message else (),
             provenance=prov,
             raw_sha256=raw_sha256,
             failure=failure,

@@ -70,6 +70,7 @@ from .base import (
     with_extra_tools,
 )
 from .failures import map_failure, read_openai_error
+from .finite import has_non_finite, invalid_json, json_text
 from .schema import openai_strict
 
 if TYPE_CHECKING:
@@ -244,6 +245,13 @@ def turn_from_response(
                     refusal_parts.append(refusal if isinstance(refusal, str) else "")
         elif kind == "function_call":
             call_id = item.get("call_id")
+            arguments = item.get("arguments")
+            if isinstance(arguments, dict) and has_non_finite(arguments):
+                # an object (a compatible server's) holding 1e400 or NaN: D5 refuses the call, which
+                # gets the text; it goes back as {"INVALID_JSON": text} (finite.py), or the turn could
+                # not be stored and the next request would not be JSON
+                arguments = json_text(arguments)
+                items[index] = {**item, "arguments": invalid_json(arguments)}
             calls.append(
                 make_call(
                     PROVIDER,
@@ -251,7 +259,7 @@ def turn_from_response(
                     rid,
                     call_id if isinstance(call_id, str) else None,
                     item.get("name"),
-                    item.get("arguments"),
+                    arguments,
                     index,
                 )
             )
