@@ -327,7 +327,10 @@ class _Assembler:
 
     def _stop(self, index: int) -> list[Progress]:
         item = self._items.get(index)
-        if item is None:
+        if item is None or index in self._stopped:
+            # A stop for a step already stopped is no new done event: CallReady is said once per call,
+            # as Anthropic's and Responses' assemblers say it (review round 18, b F2). A step.start
+            # for the index opens it again, and its stop then counts.
             return []
         self._stopped.add(index)
         fragments = self._args.pop(index, None)
