@@ -67,6 +67,7 @@ from .planning import approvals_ready, plan
 from .pricing import required_price
 from .results import send_results
 from .retry import after_retryable, chain_lost, raised_turn, replayable, retry_step
+from .storable import storable_turn
 from .sync import run_blocking
 from .tools import ToolExecutor
 
@@ -480,7 +481,7 @@ class Runner:
                 "build it with the adapter (self.adapter.parse_response(body) or its stream_assembler)"
             )
         check_turn_usage(self.model, turn.usage)
-        turn = readable_turn(turn)  # ids the audit cannot hash: a malformed response, not a crash (D4)
+        turn = storable_turn(readable_turn(turn))  # unhashable ids, unstorable numbers: not a crash (D4)
         # The request's own time counts first: one that used up the deadline stops its calls (D14).
         self._tick(op)
         op.model_requests += 1
