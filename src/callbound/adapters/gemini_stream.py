@@ -303,6 +303,10 @@ class _Assembler:
             return []
         fc = part.get("functionCall")
         if not isinstance(fc, dict):
+            # A text part with other members (a thoughtSignature: WIRE.md 4.6) is kept whole, on its
+            # own; its text is answer or thought text all the same (review round 18, b F3).
+            if isinstance(part.get("text"), str) and not self._hold(part["text"]):
+                return []
             self._append(part)
             return []
         out: list[Progress] = []
