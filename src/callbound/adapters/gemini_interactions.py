@@ -22,7 +22,8 @@
   request sent is replayed twice.
 - Continuation (D8): stateless replay by default: the turn's steps go back unchanged (``thought`` steps
   with their ``signature``), then the results; a call's ``arguments`` holding a number JSON cannot
-  carry (``1e400``, NaN) go back as ``{"INVALID_JSON": text}`` (``finite``). Server-side state is opt-in with the runtime's generic
+  carry (``1e400``, NaN) go back as ``{"INVALID_JSON": text}`` (``finite``). Server-side state is
+  opt-in with the runtime's generic
   ``settings["continuation"] = "previous_response_id"``: the runtime then passes the interaction id as
   ``previous_response_id``, which goes on the wire as ``previous_interaction_id`` with only the new
   items. With ``store: false`` (``settings["store"]``; the runner refuses it in ``extra``) nothing is
