@@ -11,6 +11,7 @@ from ..core.errors import IntentTaken
 from ..core.idempotency import LedgerEntry, LedgerStatus
 from ..core.registry import ToolSpec
 from ..core.states import TERMINAL
+from ..stores.rows import UnreadableRow
 from .crash import ledger_disabled
 from .operation import CallRecord, Operation
 
@@ -66,7 +67,12 @@ def held_elsewhere(runner: Runner, op: Operation, entry: LedgerEntry | None) -> 
         return True  # its thread may still apply the effect, ended operation or not (D16)
     if entry.status is not LedgerStatus.STARTED:
         return False
-    stored = runner.store.load_operation(entry.operation_id)
+    try:
+        stored = runner.store.load_operation(entry.operation_id)
+    except UnreadableRow:
+        # Its head or journal is damaged: taken as running, as promised above. Raised, it failed the
+        # drive of *this* operation with a StoreError about another one's row (review round 18, d F2).
+        return True
     if stored is None:
         return False  # no such operation (its rows were purged): nobody can be running it
     state = stored.head.get("state")
