@@ -263,6 +263,11 @@ def plan_call(
                 # decoded with surrogateescape) raised UnicodeEncodeError out of run() (D4). Such a
                 # key names no intent: rejected like a hook that raised, before anything runs.
                 named.encode("utf-8")
+                if "\x00" in named:
+                    # nor a NUL, which PostgreSQL cannot hold in the ledger's key: a StoreError out of
+                    # run() after the paid turn, on every resume; on the other stores a key of its own
+                    # (one intent, one form on every store; review round 18, c F3)
+                    named = ""
             except Exception:  # user code (and UnicodeEncodeError): fail closed, do not leak internals
                 named = ""
             if not named:

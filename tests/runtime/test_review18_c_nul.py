@@ -1,0 +1,74 @@
+"""Review round 18, c F3: a NUL character where the stores key rows by it is refused up front, the same
+on every store, never a StoreError out of ``run`` (D4).
+
+PostgreSQL cannot hold a NUL (``\\x00``) in the text it keys operations, approvals and the ledger by.
+An ``intent_key`` built from the model's arguments (``f"refund:{args.order_id}"``, the model sending
+``"A1\\u0000"``) made the write's ledger read fail after the paid model turn: StoreError out of
+``run()`` as if the database were down, the operation left MODEL_REQUESTED, and every resume paid for
+the same turn again; on SQLite and in memory the same key was accepted. A tenant or operation id with a
+NUL was a StoreError from PostgreSQL and accepted elsewhere. Now the hook's text names no intent
+(HANDLER_ERROR, the handler does not run, as for a lone surrogate) and the caller's ids are a
+UsageError before anything is stored, on every store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import callbound as cb
+from callbound.stores import open as open_store
+from callbound.stores.base import Store
+
+from ..stores.conftest import PgSchema
+from .helpers import Counter, OrderArgs, calls, error_code, fc, final, last_outputs, make, write_tool
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "postgres":
+        schema = PgSchema()
+        opened = open_store(schema.url)
+        try:
+            yield opened
+        finally:
+            opened.close()
+            schema.drop()
+        return
+    opened = open_store("memory:" if request.param == "memory" else f"sqlite:///{tmp_path / 'cb.db'}")
+    yield opened
+    opened.close()
+
+
+def intent(args: OrderArgs, ctx: cb.CallContext) -> str:
+    return f"note:{args.order_id}"
+
+
+async def test_an_intent_key_holding_nul_names_no_intent(store: Store) -> None:
+    notes = Counter()
+    h = make(
+        [calls("r1", fc("c1", "set_note", {"order_id": "A1\u0000"})), final("r2")],
+        [write_tool(notes, intent_key=intent)],
+        store=store,
+    )
+    out = await h.run()  # was: StoreError on PostgreSQL; the write ran on SQLite and in memory
+    assert out.state == cb.State.COMPLETED
+    assert notes.n == 0
+    result = last_outputs(h.model)["c1"]
+    assert error_code(result) == "HANDLER_ERROR"
+    assert result["error"]["message"] == "the tool could not name the intent of this call"
+
+
+@pytest.mark.parametrize("field", ["tenant", "operation_id"])
+async def test_a_tenant_or_operation_id_holding_nul_is_a_usage_error(field: str, store: Store) -> None:
+    h = make([final("r1")], [write_tool()], store=store)
+    kw = {field: "acme\x00" if field == "tenant" else "op\x001"}
+    with pytest.raises(cb.UsageError, match="NUL"):
+        await h.run(**kw)
+    with pytest.raises(cb.UsageError, match="NUL"):
+        h.runner.submit("Hi", **{"tenant": "acme", "subject": "u", **kw})
+    assert h.model.requests == []
+    if field == "operation_id":
+        with pytest.raises(cb.UsageError, match="NUL"):
+            await h.runner.resume("op\x001")
