@@ -22,7 +22,18 @@ from callbound.stores import open as open_store
 from callbound.stores.base import Store
 
 from ..stores.conftest import PgSchema
-from .helpers import Counter, OrderArgs, calls, error_code, fc, final, last_outputs, make, write_tool
+from .helpers import (
+    Counter,
+    OrderArgs,
+    calls,
+    error_code,
+    fc,
+    final,
+    last_outputs,
+    make,
+    refund_tool,
+    write_tool,
+)
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -72,3 +83,22 @@ async def test_a_tenant_or_operation_id_holding_nul_is_a_usage_error(field: str,
     if field == "operation_id":
         with pytest.raises(cb.UsageError, match="NUL"):
             await h.runner.resume("op\x001")
+
+
+async def test_a_decision_on_an_approval_id_holding_nul_is_an_unknown_approval(store: Store) -> None:
+    """No approval id holds a NUL; PostgreSQL refused the lookup, a StoreError instead of the
+    UnknownApproval the other stores give."""
+    refund = Counter()
+    h = make(
+        [calls("r1", fc("c1", "refund", {"order_id": "A1", "amount": 40})), final("r2")],
+        [refund_tool(refund)],
+        store=store,
+    )
+    out = await h.run()
+    assert out.state == cb.State.WAITING_APPROVAL
+    with pytest.raises(cb.UnknownApproval):
+        h.runner.approve("apr_\x001", "alice", tenant="acme")
+    with pytest.raises(cb.UnknownApproval):
+        await h.runner.resume(out.operation_id, [cb.Decision.approve("apr_\x001", approver="alice")])
+    assert h.runner.outcome(out.operation_id).state == cb.State.WAITING_APPROVAL
+    assert refund.n == 0

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.approvals import Decision
 from ..core.canonical import canonical_json
-from ..core.errors import CallboundError, UsageError
+from ..core.errors import CallboundError, UnknownApproval, UsageError
 from ..core.guards import Budgets
 from ..core.registry import Registry
 from .outcome import Policy, Price
@@ -525,4 +525,6 @@ def checked_decisions(decisions: Any) -> list[Decision]:
             raise UsageError(f"resume(decisions=...) holds a {_kind(d)}, not a Decision: {hint}")
         if not isinstance(d.approval_id, str) or not d.approval_id:
             raise UsageError(f"Decision.approval_id must be an approval id (str), not {d.approval_id!r}")
+        if "\x00" in d.approval_id:  # no approval has one; PostgreSQL refused the lookup (StoreError)
+            raise UnknownApproval(f"no approval {d.approval_id!r}: approval ids hold no NUL character")
     return out
