@@ -9,7 +9,7 @@ call stays PLANNED and the operation stops DEADLINE (``executing._stop_before_ha
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..core.guards import Stop, check_running, remaining_s
@@ -41,9 +41,22 @@ def time_left_s(runner: Runner, op: Operation) -> float:
     return remaining_s(op.budgets, op.spent, runner.clock.now())
 
 
+# The latest moment a datetime holds: what a handler is told when its deadline lies past it.
+_LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def deadline_at(now: datetime, left_s: float) -> datetime:
+    """``now`` plus ``left_s`` seconds, or the latest moment a ``datetime`` holds when that lies past it:
+    ``Budgets(deadline_s=1e12)``, a finite deadline meant as "no limit", raised OverflowError out of
+    run and resume after the paid turn, the handler never called (D4; review round 18, c F4)."""
+    if left_s >= (_LATEST - now).total_seconds():
+        return _LATEST
+    return now + timedelta(seconds=left_s)
+
+
 def ctx_for(runner: Runner, op: Operation, rec: CallRecord, spec: ToolSpec, attempt: int = 1) -> CallContext:
     now = runner.clock.now()
-    deadline = now + timedelta(seconds=time_left_s(runner, op))  # the nearer of the two (D14)
+    deadline = deadline_at(now, time_left_s(runner, op))  # the nearer of the two (D14)
     return CallContext(
         op.operation_id,
         op.tenant,
