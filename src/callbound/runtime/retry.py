@@ -46,7 +46,9 @@ def backoff_wanted(
 ) -> float:
     """Seconds to wait before retry number ``attempt`` (1-based): full jitter, at least Retry-After."""
     r = rng or random
-    delay = r.uniform(0, min(cap_s, base_s * (2 ** (attempt - 1))))
+    # 2 ** 1024 has no float: past that many retries (Budgets.max_retries has no upper bound) the
+    # product raised OverflowError out of run (D4; review round 18, c F5). The cap binds long before.
+    delay = r.uniform(0, min(cap_s, base_s * (2 ** min(attempt - 1, 64))))
     if retry_after_s is not None:
         delay = max(delay, retry_after_s)
     return delay
