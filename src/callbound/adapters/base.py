@@ -389,13 +389,21 @@ def readable_turn(turn: ModelTurn) -> ModelTurn:
 
 
 def _holds_surrogate(value: Any) -> bool:
-    """Any string in ``value`` (nested dicts and lists, keys too) that is not Unicode."""
-    if isinstance(value, str):
-        return _not_unicode(value)
-    if isinstance(value, dict):
-        return any(_not_unicode(k) or _holds_surrogate(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(_holds_surrogate(v) for v in value)
+    """Any string in ``value`` (nested dicts and lists, keys too) that is not Unicode. A walk with its
+    own stack, not recursion: JSON nested a few hundred levels deep is valid provider output, and a
+    RecursionError here escaped ``run`` after the paid request (D4)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _not_unicode(item):
+                return True
+        elif isinstance(item, dict):
+            if any(_not_unicode(k) for k in item):
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
     return False
 
 
