@@ -32,7 +32,7 @@ from .errors import (
 from .errors import fail as _fail
 from .heads import SHOWN, check_loadable, damaged, fault, listed_heads, shown_row
 from .ledger import ledger_app
-from .lifecycle import interrupted, let_tool_handlers_finish, serve
+from .lifecycle import interrupted, let_tool_handlers_finish, serve, store_failed
 from .render import (
     DEFAULT_STORE,
     AppRefOpt,
@@ -202,7 +202,9 @@ def demo_refund(
             outcome = runner.resume_sync(outcome.operation_id, decisions)
     except KeyboardInterrupt:
         raise interrupted(err, st, operation_id, store_flag(store)) from None
-    except (UsageError, StoreError) as exc:
+    except StoreError as exc:  # where the operation was left, and the resume (review round 18, d F3)
+        raise _fail(store_failed(exc, st, operation_id, store_flag(store), "callbound demo refund")) from exc
+    except UsageError as exc:
         raise _fail(str(exc)) from exc
     expected_state, expected_reason = SCENARIOS[scenario]
     refunds = demo.registry  # keep a reference alive for the payments summary below
@@ -246,11 +248,13 @@ def resume_cmd(
 ) -> None:
     """Resume a stored operation (after approvals were decided, or after a crash)."""
     st = _open(store, create=False, wanted=f"operation {operation_id!r}")
+    driving = False
     try:
         runner = _runner_for(st, operation_id, app_ref)
         _require_live_key(runner)
         if not as_json:
             runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
+        driving = True
         outcome = runner.resume_sync(operation_id)
     except KeyboardInterrupt:
         raise interrupted(err, st, operation_id, store_flag(store)) from None
@@ -258,7 +262,10 @@ def resume_cmd(
         from .live import taken_over
 
         outcome = taken_over(runner, operation_id)
-    except (UsageError, StoreError) as exc:
+    except StoreError as exc:  # mid-drive: where it was left, and the resume (review round 18, d F3)
+        said = store_failed(exc, st, operation_id, store_flag(store), None) if driving else str(exc)
+        raise _fail(said) from exc
+    except UsageError as exc:
         raise _fail(str(exc)) from exc
     if as_json:
         out.print_json(json.dumps(outcome.to_dict(), default=str))

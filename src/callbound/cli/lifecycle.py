@@ -83,6 +83,41 @@ def interrupted(err: Console, store: Any, operation_id: str, flag: str) -> typer
     return typer.Exit(130)
 
 
+def store_failed(exc: Exception, store: Any, operation_id: str, flag: str, again: str | None) -> str:
+    """The one error line for a store that failed while a command drove ``operation_id`` (locked past
+    its busy timeout, a server gone): the store's message, then where the operation was left and the
+    resume that continues it, as after a Ctrl-C. The store's own advice, "retry", read as running the
+    command again: for ``run`` and ``demo`` (``again``) that starts another operation, and a write the
+    first one had applied (a refund) was made a second time under a new intent (review round 18, d F3).
+    OperationBusy and unreadable rows say what to do themselves; they are returned as they are."""
+    from ..core.errors import OperationBusy
+    from ..stores.rows import UnreadableRow
+
+    said = str(exc)
+    if isinstance(exc, OperationBusy | UnreadableRow):
+        return said
+    resume = f"callbound resume {operation_id}{flag}"
+    try:
+        stored = store.load_operation(operation_id)
+    except CallboundError:
+        return (
+            f"{said}; operation {operation_id} may have been saved: once the store answers, look with "
+            f"callbound ops show {operation_id}{flag} and continue it with {resume}"
+        )
+    if stored is None:
+        return f"{said}; operation {operation_id} was not saved and no tool ran" + (
+            f": run {again} again" if again else ""
+        )
+    state = str(stored.head.get("state"))
+    if state in TERMINAL:
+        return said
+    instead = f" (running {again} again would start another operation)" if again else ""
+    return (
+        f"{said}; operation {operation_id} is saved ({state}) as of its last commit: once the store "
+        f"answers, continue it with {resume}{instead}"
+    )
+
+
 def let_tool_handlers_finish(err: Console) -> None:
     """A sync handler that timed out may still run in its (daemon) thread. Give it its grace period
     to finish, then exit without it rather than hang: its call already ended as a timeout. A write

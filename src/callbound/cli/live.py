@@ -209,7 +209,14 @@ def _drive(runner: Any, prompt: str, tenant: str, subject: str, store: str, as_j
         raise interrupted(err, runner.store, operation_id, store_flag(store)) from None
     except StaleLease:
         outcome = taken_over(runner, operation_id)
-    except (UsageError, StoreError) as exc:
+    except StoreError as exc:  # where the operation was left, and the resume (review round 18, d F3)
+        from .lifecycle import store_failed
+        from .render import store_flag
+
+        raise _fail(
+            store_failed(exc, runner.store, operation_id, store_flag(store), "callbound run")
+        ) from exc
+    except UsageError as exc:
         raise _fail(str(exc)) from exc
     _report(outcome, store, as_json)
 
