@@ -20,14 +20,31 @@ approvals_app = typer.Typer(no_args_is_help=True, help="List and decide pending 
 def approvals_list(
     tenant: Annotated[str | None, typer.Option()] = None,
     all_: Annotated[bool, typer.Option("--all", help="Include decided approvals.")] = False,
+    limit: Annotated[
+        int, typer.Option(min=1, help="List at most this many (a note says if there are more).")
+    ] = 1000,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Pending approvals, oldest first."""
     from .app import _open  # app.py registers this module
+    from .errors import MAX_LIMIT
 
     st = _open(store, create=False)
-    rows = st.list_approvals(tenant=tenant, status=None if all_ else "pending")
+    # One more than asked: the stores' default of 1000 cut the list without a word, so past 1000 approvals
+    # `--all` never showed the newest decisions, where `ApprovalAlreadyDecided` sends the reader (review
+    # round 18, d F4).
+    limit = min(limit, MAX_LIMIT)
+    rows = st.list_approvals(tenant=tenant, status=None if all_ else "pending", limit=limit + 1)
+    if len(rows) > limit:
+        rows = rows[:limit]
+        err.print(
+            Text.assemble(
+                ("note:", "yellow"),
+                f" listed the oldest {limit} approvals; there are more: pass --limit to list more",
+            ),
+            highlight=False,
+        )
     if as_json:
         out.print_json(json.dumps([a.to_dict() for a in rows]))
         return
