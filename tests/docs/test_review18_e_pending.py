@@ -96,3 +96,36 @@ def test_parse_shows_the_non_finite_failure_a_run_gets(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     turn = json.loads(done.stdout)
     assert (turn["finish"], turn["reason"], turn["calls"]) == ("API_FAILURE", "malformed_response", [])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AttributeError,
+    reason="runtime/checks.check_runner_args does not check rng: Runner(rng=42), a seed where a random.Random "
+    "belongs, is accepted, and the first retry raises AttributeError ('int' object has no attribute 'uniform') "
+    "out of run, the operation left MODEL_REQUESTED; docs/reference.md: an argument of the wrong kind is a "
+    "UsageError from Runner(...); D4: only UsageError and StoreError escape run",
+)
+@pytest.mark.parametrize("rng", [42, "seed"])
+def test_a_runner_rng_that_is_no_random_is_a_usage_error(rng: Any) -> None:
+    from callbound.testing import ApiError, FakeClock, ScriptedModel
+
+    final = {
+        "id": "r1",
+        "status": "completed",
+        "output": [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}
+        ],
+    }
+    failure = ApiError(500, {"error": {"message": "try again", "type": "server_error"}})
+    try:
+        runner = cb.Runner(
+            model=ScriptedModel("openai-responses", [failure, final]),
+            registry=cb.Registry([]),
+            rng=rng,
+            clock=FakeClock(),
+        )
+    except cb.UsageError:
+        return  # refused up front, as every other argument of the wrong kind is
+    out = runner.run_sync(input="x", tenant="acme", subject="u1")
+    assert out.state == cb.State.COMPLETED  # never reached today: AttributeError at the retry
