@@ -1,12 +1,13 @@
-"""Review round 18, e F3/F4: two documented promises the code does not keep yet, pinned
-``xfail(strict=True)`` for the lead (src/ is not this helper's area).
+"""Review round 18, e F3/F4/F6: documented promises the code did not keep (e pinned them
+``xfail(strict=True)``; the lead fixed F3 and F6, F4 stays pinned until cli/parse.py is fixed).
 
-- F3: ``settle_intent`` on PostgreSQL with a NUL in the key or tenant raises StoreError, where memory
+- F3: ``settle_intent`` on PostgreSQL with a NUL in the key or tenant raised StoreError, where memory
   and SQLite say UnknownLedgerEntry (docs/reference.md: a (tenant, key) the ledger does not hold; D4:
   StoreError means the store is unreachable). The same family as round 18 c F3's approval-id fix.
 - F4: ``callbound parse`` shows TOOL_PROPOSALS with a runnable call for a body a run fails
   API_FAILURE(malformed_response) ``non_finite_number`` (cli/parse.py promises the turn a run would get
-  from the same bytes; docs/stop-reasons.md)."""
+  from the same bytes; docs/stop-reasons.md).
+- F6: ``Runner(rng=42)`` was accepted and the first retry raised AttributeError out of run (D4)."""
 
 from __future__ import annotations
 
@@ -52,14 +53,6 @@ def pg_store() -> Any:
         schema.drop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=cb.StoreError,
-    reason="runtime/settle.py: a NUL in the key or tenant reaches PostgreSQL, a StoreError ('PostgreSQL text "
-    "fields cannot contain NUL') where memory and SQLite say UnknownLedgerEntry; no ledger key holds a NUL "
-    "(dispatch refuses such intents), so it is a (tenant, key) the ledger does not hold (docs/reference.md "
-    "UnknownLedgerEntry; D4: StoreError means the store is unreachable)",
-)
 @pytest.mark.parametrize(("tenant", "key"), [("acme", "note:A1\x00"), ("ac\x00me", "note:A1")])
 def test_settle_names_a_nul_key_unknown_on_postgres(pg_store: Any, tenant: str, key: str) -> None:
     with pytest.raises(cb.UsageError):
@@ -98,14 +91,6 @@ def test_parse_shows_the_non_finite_failure_a_run_gets(tmp_path: Path) -> None:
     assert (turn["finish"], turn["reason"], turn["calls"]) == ("API_FAILURE", "malformed_response", [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="runtime/checks.check_runner_args does not check rng: Runner(rng=42), a seed where a random.Random "
-    "belongs, is accepted, and the first retry raises AttributeError ('int' object has no attribute 'uniform') "
-    "out of run, the operation left MODEL_REQUESTED; docs/reference.md: an argument of the wrong kind is a "
-    "UsageError from Runner(...); D4: only UsageError and StoreError escape run",
-)
 @pytest.mark.parametrize("rng", [42, "seed"])
 def test_a_runner_rng_that_is_no_random_is_a_usage_error(rng: Any) -> None:
     from callbound.testing import ApiError, FakeClock, ScriptedModel

@@ -67,6 +67,7 @@ def check_runner_args(
     hooks: dict[str, Any],
     ids: Any = None,
     executor: Any = None,
+    rng: Any = None,
 ) -> None:
     """The Runner's arguments, each of the kind it must be."""
     for name, value in (("model", model), ("store", store), ("clock", clock)):
@@ -90,6 +91,11 @@ def check_runner_args(
     if ids is not None and not callable(getattr(ids, "new_id", None)):
         raise UsageError(
             f"Runner(ids=...) needs new_id(prefix) -> str (callbound.core.ids.IdSource), not {_kind(ids)}"
+        )
+    if rng is not None and not callable(getattr(rng, "uniform", None)):
+        # the retry backoff draws from it: a seed passed here failed at the first retry, out of run
+        raise UsageError(
+            f"Runner(rng=...) takes a random.Random (random.Random(seed) for a seed), not {_kind(rng)}"
         )
     if executor is not None and not isinstance(executor, ToolExecutor):
         raise UsageError(

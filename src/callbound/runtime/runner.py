@@ -114,6 +114,7 @@ class Runner:
             hooks={"on_progress": on_progress, "on_transition": on_transition},
             ids=ids,
             executor=executor,
+            rng=rng,
         )
         self.model = model
         self.adapter = model.adapter

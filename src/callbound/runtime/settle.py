@@ -57,6 +57,10 @@ def settle_intent(
     this read and the write, which was not made: read it again and decide again)."""
     _check_store(store)
     _check_settle_args(applied=applied, result=result, by=by, note=note, now=now)
+    if any(isinstance(v, str) and "\x00" in v for v in (tenant, key)):
+        # no entry holds a NUL (dispatch refuses such intents), and PostgreSQL refuses the lookup
+        # itself: a StoreError, as if the database were down, where the other stores found nothing
+        raise UnknownLedgerEntry(tenant, key)
     entry = store.ledger_get(tenant, key)
     if entry is None:
         raise UnknownLedgerEntry(tenant, key)
