@@ -1,10 +1,10 @@
 """Review round 18, e F3/F4/F6: documented promises the code did not keep (e pinned them
-``xfail(strict=True)``; the lead fixed F3 and F6, F4 stays pinned until cli/parse.py is fixed).
+``xfail(strict=True)``; the lead fixed them).
 
 - F3: ``settle_intent`` on PostgreSQL with a NUL in the key or tenant raised StoreError, where memory
   and SQLite say UnknownLedgerEntry (docs/reference.md: a (tenant, key) the ledger does not hold; D4:
   StoreError means the store is unreachable). The same family as round 18 c F3's approval-id fix.
-- F4: ``callbound parse`` shows TOOL_PROPOSALS with a runnable call for a body a run fails
+- F4: ``callbound parse`` showed TOOL_PROPOSALS with a runnable call for a body a run fails
   API_FAILURE(malformed_response) ``non_finite_number`` (cli/parse.py promises the turn a run would get
   from the same bytes; docs/stop-reasons.md).
 - F6: ``Runner(rng=42)`` was accepted and the first retry raised AttributeError out of run (D4)."""
@@ -66,13 +66,6 @@ def test_settle_names_a_nul_key_unknown_on_the_other_stores(kind: str, tmp_path:
         settle_intent(store, "acme", "note:A1\x00", applied=False, by="alice", now=datetime.now(UTC))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="cli/parse.py applies readable_turn but not runtime/storable.storable_turn: a body a run fails "
-    "API_FAILURE(malformed_response) non_finite_number is printed as TOOL_PROPOSALS with its call, though "
-    "parse promises the turn a run would get from the same bytes (docs/stop-reasons.md error_code)",
-)
 def test_parse_shows_the_non_finite_failure_a_run_gets(tmp_path: Path) -> None:
     body = {
         "id": "r1",

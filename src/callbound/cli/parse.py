@@ -43,6 +43,7 @@ from ..adapters.sse import DONE, looks_like_stream
 from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.types import ModelTurn
+from ..runtime.storable import storable_turn
 from ..transports import plain_turn
 
 # Line breaks as the stream reader splits lines (CRLF, CR, LF): the same lines it reads.
@@ -90,8 +91,9 @@ _STREAM_EVENT: dict[str, Callable[[dict[str, Any]], bool]] = {
 
 def turn_json(turn: ModelTurn) -> dict[str, Any]:
     # As a run receives it (``Runner._request_model``): a turn named by strings that are not Unicode (a
-    # lone surrogate escape in an id or stop reason) is API_FAILURE(malformed_response) there too.
-    turn = readable_turn(turn)
+    # lone surrogate escape in an id or stop reason) is API_FAILURE(malformed_response) there too, and so
+    # is one that would be resent holding a number JSON cannot carry (non_finite_number).
+    turn = storable_turn(readable_turn(turn))
     out = {
         "api": turn.api,
         "response_id": turn.response_id,
