@@ -36,7 +36,7 @@ from .base import StreamCaps, cap_tripped, join_fragments, utf8_len
 from .finite import has_non_finite, invalid_json
 from .shapes import anthropic_content
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
-from .stream import feed_one
+from .stream import feed_one, kind_of
 
 _DELTA_FIELDS = {
     "text_delta": "text",
@@ -120,7 +120,7 @@ class MessageStream:
     def feed(self, event: dict[str, Any] | str) -> list[Progress]:
         if not isinstance(event, dict) or self._aborted or self._stopped:
             return []  # after message_stop nothing changes the turn (``complete``)
-        kind = event.get("type") or event.get("_event")
+        kind = kind_of(event)
         index = event.get("index")
         if kind == "message_start" and isinstance(event.get("message"), dict):
             return self._start(event["message"])

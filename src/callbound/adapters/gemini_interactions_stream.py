@@ -43,7 +43,7 @@ from .gemini_interactions import (
 )
 from .shapes import interaction_step
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
-from .stream import feed_one
+from .stream import feed_one, kind_of
 
 # A step.delta with an arguments_delta exactly as the API sends it (WIRE.md 5.6): compact, keys in this
 # order, a string value (JSON_STRING: valid JSON only, so the payload it stands for is known without
@@ -191,7 +191,7 @@ class _Assembler:
             # "[DONE]" (tolerated by the SDK) ends nothing: the terminal event does, and nothing after
             # it changes the turn (``complete``)
             return []
-        kind = event.get("event_type") or event.get("_event")
+        kind = kind_of(event, "event_type")
         index = event.get("index")
         meta = event.get("metadata")  # optional on any event (SDK StepDeltaMetadata)
         if isinstance(meta, dict) and isinstance(meta.get("total_usage"), dict):

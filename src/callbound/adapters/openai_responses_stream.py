@@ -44,7 +44,7 @@ from .openai_responses import (
     turn_from_response,
 )
 from .sse import JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
-from .stream import feed_one
+from .stream import feed_one, kind_of
 
 
 def event_error(event: dict[str, Any]) -> dict[str, Any]:
@@ -230,7 +230,7 @@ class _Assembler:
     def feed(self, event: dict[str, Any] | str) -> list[Progress]:
         if not isinstance(event, dict) or self._aborted or self._terminal is not None:
             return []  # after the terminal event nothing changes the turn (``complete``)
-        kind = event.get("type") or event.get("_event")
+        kind = kind_of(event)
         if not isinstance(kind, str):
             # A type that is no text (a list or object) names no event callbound knows: ignored as an
             # unknown type is, never looked up in a set (TypeError, which a run read as a lost connection).

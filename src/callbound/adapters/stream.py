@@ -59,6 +59,17 @@ def decode_raw(event: RawEvent) -> dict[str, Any] | str:
     return decode_frame(*frame_of(event))
 
 
+def kind_of(event: dict[str, Any], key: str = "type") -> Any:
+    """An event payload's type: its own ``key`` member, else the SSE event name (``decode_frame``'s
+    "_event"), else "error" for a bare error object, which a gateway writes as a ``data:`` line and a
+    server as raw JSON after its stream began (``sse._raw_error``): an error event on every API, as
+    openai-python reads any data object with a top-level error (review round 18, b F4)."""
+    kind = event.get(key) or event.get("_event")
+    if kind is None and isinstance(event.get("error"), dict):
+        return "error"
+    return kind
+
+
 def feed_one(assembler: StreamAssembler, event: RawEvent, on_progress: ProgressCallback | None) -> None:
     """Decode one event and feed it, as ``feed_events`` does: where a fast path does not apply, an
     assembler's ``feed_events`` hands the event to this."""
@@ -177,4 +188,4 @@ class StreamFeed:
         feed_events(self.assembler, events, on_progress)
 
 
-__all__ = ["FastAssembler", "StreamFeed", "decode_raw", "feed_events", "feed_one", "frame_of"]
+__all__ = ["FastAssembler", "StreamFeed", "decode_raw", "feed_events", "feed_one", "frame_of", "kind_of"]
