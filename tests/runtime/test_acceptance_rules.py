@@ -518,8 +518,16 @@ async def test_d21_run_returns_the_outcome_when_a_worker_claimed_its_new_operati
     tasks: list[asyncio.Task[cb.Outcome]] = []
 
     def hold(operation_id: str, owner: str, lease_s: float, replacing: str | None = None) -> Any:
-        if not tasks:  # the worker's poll claims the operation the moment it exists
-            tasks.append(asyncio.get_running_loop().create_task(worker.runner.resume(operation_id)))
+        if not tasks:  # the worker's poll claims the operation (its lease) the moment it exists
+            fence = real_hold(operation_id, "worker-1", lease_s)
+
+            async def work() -> cb.Outcome:  # as Worker does: drive under the claim, then release
+                try:
+                    return await worker.runner.resume_leased(operation_id, fence=fence)
+                finally:
+                    store.release(operation_id, fence)
+
+            tasks.append(asyncio.get_running_loop().create_task(work()))
             return None
         return real_hold(operation_id, owner, lease_s, replacing=replacing)
 

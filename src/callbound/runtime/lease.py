@@ -19,10 +19,14 @@ import socket
 import threading
 from collections.abc import AsyncIterator
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import OperationBusy, StoreError
 from ..core.states import TERMINAL, State
+
+if TYPE_CHECKING:
+    from .outcome import Outcome
+    from .runner import Runner
 
 log = logging.getLogger("callbound.lease")
 
@@ -185,12 +189,29 @@ async def _renew(store: Any, operation_id: str, owner: str, fence: int, lease_s:
             log.warning("operation %s: cannot renew the lease: %s", operation_id, exc)
 
 
-async def until_paused_or_ended(store: Any, operation_id: str, poll_s: float = 0.05) -> None:
-    """Wait while another driver (a worker that claimed the operation first) works on it: until it is
-    WAITING_APPROVAL or has ended."""
+async def until_paused_or_ended(store: Any, operation_id: str, poll_s: float = 0.05) -> bool:
+    """Wait while another driver (a worker that claimed the operation first) works on it. True once it
+    is WAITING_APPROVAL or has ended; False once nobody holds its lease any more while it is neither
+    (its driver died, and its lease expired): the caller takes it over rather than wait for ever."""
     while True:
         stored = store.load_operation(operation_id)
         state = stored.head.get("state") if stored is not None else None
         if state in TERMINAL or state == State.WAITING_APPROVAL:
-            return
+            return True
+        if store.lease_holder(operation_id) is None:
+            return False
         await asyncio.sleep(poll_s)
+
+
+async def outcome_after_claim(runner: Runner, operation_id: str) -> Outcome:
+    """``Runner.run``'s Outcome for a new operation a worker claimed before the run took its lease: the
+    worker's result once it has paused or ended it; if the worker dies first (its lease expires with the
+    operation neither), the run takes it over, as another worker would (D21), instead of waiting for
+    ever (review round 18, d's note)."""
+    while not await until_paused_or_ended(runner.store, operation_id):
+        try:
+            async with driving(runner.store, operation_id, runner.lease_s) as fence:
+                return await runner.resume_leased(operation_id, fence=fence)
+        except OperationBusy:
+            continue  # another driver took it first: wait on that one
+    return runner.outcome(operation_id)

@@ -60,7 +60,7 @@ from .decisions import check_approver, record, record_all, withdraw_pending
 from .escalation import escalate, turn_calls
 from .executing import execute_step, writes_only
 from .integrity import created_entry, load_to_drive, refuse_if_finished
-from .lease import driving, until_paused_or_ended
+from .lease import driving, outcome_after_claim
 from .operation import Operation
 from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, priced, with_turn
 from .planning import approvals_ready, plan
@@ -170,8 +170,7 @@ class Runner:
         except OperationBusy:
             # A worker claimed the new operation between its creation and our lease (D21): it drives
             # it now. The caller still gets its Outcome, once the worker has paused or ended it.
-            await until_paused_or_ended(self.store, op.operation_id)
-            return self.outcome(op.operation_id)
+            return await outcome_after_claim(self, op.operation_id)
 
     def submit(self, input: str | None, tenant: str, subject: str, operation_id: str | None = None) -> str:
         """Queue an operation for workers without running it (D21)."""
