@@ -49,6 +49,25 @@ _DELTA_FIELDS = {
 _REFUSAL_KEYS = ("stop_reason", "stop_details")
 # Fields a delta carries whole (the SDK assigns them, never appends): the last delta wins.
 _WHOLE_FIELDS = {"signature", "encrypted_content"}
+# The delta fields each kind of block takes, as the SDK's accumulator applies them: any other pairing
+# changes nothing (a "text" on a tool_use block would be replayed, D8, and refused). A block of a kind
+# not listed takes the fields its start already holds ("partial_json" goes into "input").
+_TAKES = {
+    "text": frozenset({"text", "citations"}),
+    "thinking": frozenset({"thinking", "signature"}),
+    "compaction": frozenset({"content", "encrypted_content"}),
+    **dict.fromkeys(("tool_use", "server_tool_use", "mcp_tool_use"), frozenset({"partial_json"})),
+}
+
+
+def _takes(base: dict[str, Any]) -> frozenset[str]:
+    kind = base.get("type")
+    if isinstance(kind, str) and kind in _TAKES:
+        return _TAKES[kind]
+    fields = ("text", "citations", "thinking", "signature", "content", "encrypted_content", "partial_json")
+    return frozenset(f for f in fields if ("input" if f == "partial_json" else f) in base)
+
+
 # One content_block_delta exactly as the API sends it: compact, keys in this order, a string value
 # (JSON_STRING: valid JSON only, so the payload it stands for is known without parsing). The delta type
 # and its field are one group: only the pairs of _DELTA_FIELDS match. Up to 9 index digits ([0-9]: \d
@@ -68,7 +87,7 @@ _DELTA_EVENT = simple_event(_DELTA)  # the payload has "type", so the event name
 class _Block:
     """One streamed content block: the start object plus fragments per field, joined once."""
 
-    __slots__ = ("base", "citations", "done", "nbytes", "parts", "tool_use")
+    __slots__ = ("base", "citations", "done", "nbytes", "parts", "takes", "tool_use")
 
     def __init__(self, base: dict[str, Any], done: bool = False) -> None:
         self.base = base
@@ -78,6 +97,7 @@ class _Block:
         self.done = done
         # base is this block's own copy and its type is never rewritten, so this holds until the end.
         self.tool_use = base.get("type") == "tool_use"
+        self.takes = _takes(base)  # the delta fields it takes (review round 18, b F5)
 
 
 class MessageStream:
@@ -194,7 +214,8 @@ class MessageStream:
             return []
         kind = delta.get("type")
         if kind == "citations_delta":
-            block.citations.append(delta.get("citation"))
+            if "citations" in block.takes:
+                block.citations.append(delta.get("citation"))
             return []
         if kind == "compaction_delta" and isinstance(delta.get("encrypted_content"), str):
             self._append(block, "encrypted_content", delta["encrypted_content"])
@@ -207,7 +228,10 @@ class MessageStream:
 
     def _append(self, block: _Block, field: str, value: str) -> int | None:
         """Keep one fragment of an open block. Returns the call's byte count when the fragment is
-        tool_use argument text (an ArgumentsProgress is due), else None."""
+        tool_use argument text (an ArgumentsProgress is due), else None. A field the block does not
+        take is dropped (``_takes``)."""
+        if field not in block.takes:
+            return None
         arguments = block.tool_use and field == "partial_json"
         if arguments:
             size = utf8_len(value)  # never raises: one half of a split surrogate pair counts 2 bytes
