@@ -247,8 +247,13 @@ class _Assembler:
         dtype = delta.get("type")
         if index in self._stopped and (item.get("type") == "function_call" or dtype == "function_call"):
             return []  # final at its stop (see the class doc); arguments_delta is checked in _arguments
+        # A delta goes only into the kind of step it belongs to (the SDK's delta types: text into a
+        # model_output, legacy text; arguments into a function_call; a built-in tool's delta carries its
+        # step's own type): another step would take members it never has, replayed (D8) and refused, or a
+        # call its name and arguments from a delta that is not its own (review round 18, b F6).
+        kind = item.get("type")
         if dtype == "text" and isinstance(delta.get("text"), str):
-            if self._hold(delta["text"]):
+            if kind in ("model_output", "text") and self._hold(delta["text"]):
                 self._texts.setdefault(index, []).append(delta["text"])
         elif dtype == "thought_signature":
             # A delta without its value (the SDK types make a summary delta's content optional)
@@ -261,7 +266,7 @@ class _Assembler:
         elif dtype == "arguments_delta" and isinstance(fragment := _fragment(delta), str):
             nbytes = self._arguments(index, fragment)
             return [] if nbytes is None else [ArgumentsProgress(self._cid(index), nbytes)]
-        elif dtype == "function_call":  # legacy: the whole call in one delta, arguments as an object
+        elif dtype == "function_call" and kind == "function_call":  # legacy: the whole call, args an object
             size = compact_json_len(delta.get("arguments"))  # as base.capped measures it in a plain body
             if not self._count(index, size):
                 return []
@@ -269,7 +274,7 @@ class _Assembler:
             return [*self._started(index), ArgumentsProgress(self._cid(index), self._call_bytes[index])]
         elif dtype in ("image", "audio", "video", "document") and item.get("type") == "model_output":
             _list_in(item, "content").append(delta)
-        elif dtype not in ("text_annotation", "text_annotation_delta"):
+        elif dtype == kind:
             item.update({k: v for k, v in delta.items() if k != "type"})  # built-in tool deltas, whole
         return []
 
@@ -296,8 +301,8 @@ class _Assembler:
     def _arguments(self, index: int, fragment: str) -> int | None:
         """Keep one arguments_delta fragment; the call's byte count, or None when a cap tripped or
         the step has stopped (its arguments are final, see the class doc)."""
-        if index in self._stopped:
-            return None
+        if index in self._stopped or self._items[index].get("type") != "function_call":
+            return None  # final at its stop, or no call (see _delta)
         size = utf8_len(fragment)  # never raises: one half of a split surrogate pair counts 2 bytes
         if not self._count(index, size):
             return None
