@@ -1015,8 +1015,8 @@ def test_interactions_byte_caps_trip_at_the_same_fragment() -> None:
             assert_same(INTERACTIONS, [raw[:30], raw[30:]], caps)
 
 
-def test_interactions_delta_for_an_unknown_step_is_kept_alike() -> None:
-    # feed() files a delta under its index even with no step.start: the fast path must too.
+def test_interactions_delta_for_an_unknown_step_is_dropped_alike() -> None:
+    # feed() drops a delta for an index no step.start opened (review round 18, b F1): the fast path must too.
     raw = _step_stream('"{}"', index=2)
     stray = (
         b'data: {"index":5,"delta":{"arguments":"{}","type":"arguments_delta"},"event_type":"step.delta"}\n\n'
