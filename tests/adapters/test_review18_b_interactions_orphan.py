@@ -11,80 +11,26 @@ events), whole and byte by byte.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from pydantic import BaseModel
 
 import callbound as cb
-from callbound.adapters import get
-from callbound.adapters.stream import StreamFeed
-from callbound.core.types import ArgumentsProgress, CallReady, CallStarted, Finish, ModelTurn, Progress
+from callbound.core.types import ArgumentsProgress, CallReady, CallStarted, Finish
 from callbound.testing import ScriptedModel
 
-API = "gemini-interactions"
-CREATED = {"interaction": {"id": "v1_o", "status": "in_progress"}, "event_type": "interaction.created"}
-START = {
-    "index": 0,
-    "step": {"id": "c1", "type": "function_call", "name": "get_weather", "arguments": {}},
-    "event_type": "step.start",
-}
-STOP = {"index": 0, "event_type": "step.stop"}
-USAGE = {"total_input_tokens": 5, "total_output_tokens": 3, "total_tokens": 8}
-
-
-def _args(index: int, text: str) -> dict[str, Any]:
-    # key order as the API sends it: this compact form takes the fast path
-    return {
-        "index": index,
-        "delta": {"arguments": text, "type": "arguments_delta"},
-        "event_type": "step.delta",
-    }
-
-
-def _completed(status: str) -> dict[str, Any]:
-    return {
-        "interaction": {"id": "v1_o", "status": status, "usage": USAGE},
-        "event_type": "interaction.completed",
-    }
-
-
-def _sse(events: list[dict[str, Any]], *, compact: bool) -> bytes:
-    def data(e: dict[str, Any]) -> str:
-        return json.dumps(e, separators=(",", ":")) if compact else json.dumps(e)
-
-    return "".join(f"event: {e['event_type']}\ndata: {data(e)}\n\n" for e in events).encode()
-
-
-def _fed(raw: bytes, *, bytewise: bool) -> tuple[ModelTurn, list[Progress]]:
-    progress: list[Progress] = []
-    feed = StreamFeed(get(API).stream_assembler(), progress.append)
-    for chunk in [raw[i : i + 1] for i in range(len(raw))] if bytewise else [raw]:
-        feed.feed(chunk)
-    feed.close()
-    return feed.finish(), progress
-
-
-def _readings(events: list[dict[str, Any]]) -> list[tuple[ModelTurn, list[Progress]]]:
-    return [
-        _fed(_sse(events, compact=compact), bytewise=bytewise)
-        for compact in (True, False)
-        for bytewise in (False, True)
-    ]
-
+from .interactions_sse import API, CREATED, START, STOP, USAGE, args_delta, completed, readings, sse
 
 ORPHAN_ARGS = [
     CREATED,
     START,
-    _args(0, '{"city":"Oslo"}'),
+    args_delta(0, '{"city":"Oslo"}'),
     STOP,
-    _args(1, '{"city":"Rome"}'),  # no step.start for index 1
-    _completed("requires_action"),
+    args_delta(1, '{"city":"Rome"}'),  # no step.start for index 1
+    completed("requires_action"),
 ]
 
 
 def test_an_argument_delta_for_a_step_never_started_is_dropped() -> None:
-    for turn, progress in _readings(ORPHAN_ARGS):
+    for turn, progress in readings(ORPHAN_ARGS):
         assert turn.finish is Finish.TOOL_PROPOSALS
         assert [(c.call_id, c.arguments) for c in turn.calls] == [("c1", {"city": "Oslo"})]
         # no step without a type is invented for the replay (D8: only what the provider sent)
@@ -102,9 +48,9 @@ def test_a_text_delta_for_a_step_never_started_invents_no_step() -> None:
         {"index": 0, "delta": {"text": "Sunny.", "type": "text"}, "event_type": "step.delta"},
         {"index": 0, "event_type": "step.stop"},
         {"index": 1, "delta": {"text": "stray", "type": "text"}, "event_type": "step.delta"},
-        _completed("completed"),
+        completed("completed"),
     ]
-    for turn, _ in _readings(events):
+    for turn, _ in readings(events):
         assert (turn.finish, turn.text) == (Finish.FINAL_TEXT, "Sunny.")
         assert turn.continuation == (
             {"type": "model_output", "content": [{"type": "text", "text": "Sunny."}]},
@@ -130,7 +76,7 @@ def test_the_next_request_replays_no_step_without_a_type() -> None:
         "steps": [{"type": "model_output", "content": [{"type": "text", "text": "Done."}]}],
         "usage": USAGE,
     }
-    model = ScriptedModel(API, [_sse(ORPHAN_ARGS, compact=True), done], model="gemini-x")
+    model = ScriptedModel(API, [sse(ORPHAN_ARGS, compact=True), done], model="gemini-x")
     runner = cb.Runner(model=model, registry=cb.Registry([spec]), budgets=cb.Budgets(max_model_turns=4))
     out = runner.run_sync("hi", tenant="t", subject="s")
     assert (out.state.value, out.text) == ("COMPLETED", "Done.")
