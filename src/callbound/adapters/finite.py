@@ -22,9 +22,9 @@ INVALID_JSON = "INVALID_JSON"
 
 
 def has_non_finite(value: Any) -> bool:
-    """True when ``value`` holds a float that is NaN or infinite anywhere inside it (dict values and
-    list items, at any depth). Iterative: a body nested as deep as the JSON parser allows must not hit
-    the recursion limit here."""
+    """True when ``value`` holds a float that is NaN or infinite anywhere inside it (dict values, list
+    and tuple items, at any depth). Iterative: a body nested as deep as the JSON parser allows must not
+    hit the recursion limit here."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -33,7 +33,7 @@ def has_non_finite(value: Any) -> bool:
                 return True
         elif isinstance(item, dict):
             stack.extend(item.values())
-        elif isinstance(item, list):
+        elif isinstance(item, list | tuple):
             stack.extend(item)
     return False
 

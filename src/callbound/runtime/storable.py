@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import replace
-from typing import Any
 
+from ..adapters.finite import has_non_finite
 from ..core.types import Failure, Finish, ModelTurn
 
 # A turn whose items go back to the provider (D8): its continuation must be JSON.
@@ -38,7 +38,7 @@ def storable_turn(turn: ModelTurn) -> ModelTurn:
         wait = sys.float_info.max if failure.retry_after_s == math.inf else None
         turn = replace(turn, failure=replace(failure, retry_after_s=wait))
     objects = [c.arguments_raw for c in turn.calls if not isinstance(c.arguments_raw, str)]
-    if not _holds_non_finite(turn.continuation) and not _holds_non_finite(objects):
+    if not has_non_finite(turn.continuation) and not has_non_finite(objects):
         return turn
     if turn.finish not in _RESENT:
         return replace(turn, continuation=())
@@ -51,18 +51,3 @@ def storable_turn(turn: ModelTurn) -> ModelTurn:
         continuation=(),
         failure=Failure("status", False, status, None, "non_finite_number"),
     )
-
-
-def _holds_non_finite(value: Any) -> bool:
-    """Any float in ``value`` (nested dicts, lists and tuples) that is NaN or infinite."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return False
