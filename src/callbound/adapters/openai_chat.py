@@ -155,17 +155,16 @@ def _sendable(message: dict[str, Any]) -> dict[str, Any]:
 
     tool_calls = message.get("tool_calls")
     if isinstance(tool_calls, list):
-        sent = [
-            {**tc, "function": wrapped(tc["function"])}
-            if isinstance(tc, dict) and wrapped(tc.get("function")) is not tc.get("function")
-            else tc
-            for tc in tool_calls
-        ]
+        sent = []
+        for tc in tool_calls:
+            function = tc.get("function") if isinstance(tc, dict) else None
+            new = wrapped(function)
+            sent.append(tc if new is function else {**tc, "function": new})
         if any(new is not old for new, old in zip(sent, tool_calls, strict=True)):
             message = {**message, "tool_calls": sent}
     legacy = message.get("function_call")
-    if isinstance(legacy, dict) and wrapped(legacy) is not legacy:
-        message = {**message, "function_call": wrapped(legacy)}
+    if (new_legacy := wrapped(legacy)) is not legacy:
+        message = {**message, "function_call": new_legacy}
     return message
 
 
