@@ -465,11 +465,14 @@ def check_new_operation(
     for name, value in (("tenant", tenant), ("subject", subject)):
         if not isinstance(value, str) or not value:
             raise UsageError(f"run() needs a tenant and a subject as non-empty str; {name} is {value!r}")
+        _check_not_blank(name, value)
     if operation_id is not None and not isinstance(operation_id, str):
         raise UsageError(f"operation_id must be a str or None, not {_kind(operation_id)}")
     if operation_id == "":
         # resume("") is refused: a run under "" got a random id the caller never learnt to ask for
         raise UsageError("operation_id is empty; pass an id, or None for a new random one")
+    if operation_id is not None:
+        _check_not_blank("operation_id", operation_id)
     if input is not None and not isinstance(input, str):
         raise UsageError(
             f"input must be a str or None, not {_kind(input)}; pass earlier provider-native messages as "
@@ -502,8 +505,25 @@ def check_operation_id(operation_id: Any) -> None:
 def check_tenant(tenant: Any) -> None:
     if not isinstance(tenant, str) or not tenant:
         raise UsageError(f"tenant must be a non-empty str, not {tenant!r}")
+    _check_not_blank("tenant", tenant)
     check_text("tenant", tenant)
     check_key_text("tenant", tenant)
+
+
+def _check_not_blank(what: str, text: str) -> None:
+    """A tenant, subject or operation id of only whitespace (``"  "``) names nobody, as an empty one
+    does: the empty one was refused, the blank one stored and acted for (a blank tenant keyed the
+    ledger, a blank subject is the empty name once approvals compare names stripped, D17). Refused
+    alike, before anything is stored (review round 19, c F1)."""
+    if not text.strip():
+        raise UsageError(f"{what} is only whitespace ({text!r}); pass {_BLANK_HINT[what]}")
+
+
+_BLANK_HINT = {
+    "tenant": "the tenant the operation acts for, e.g. tenant='acme'",
+    "subject": "the user or service it acts for, e.g. subject='user-1'",
+    "operation_id": "an id, or operation_id=None for a new random one",
+}
 
 
 def check_key_text(what: str, text: Any) -> None:
