@@ -24,10 +24,37 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from ..core.errors import UsageError
+
 Job = Callable[[], None]
 _R = TypeVar("_R")
 
 _QUEUED, _STARTED, _WITHDRAWN = 0, 1, 2
+
+
+# The longest grace a timed-out handler is waited for: one day, as the longest lease (checks.MAX_LEASE_S).
+_MAX_GRACE_S = 86_400.0
+
+
+def check_executor_args(max_threads: Any, grace_s: Any) -> None:
+    """``ToolExecutor``'s arguments. ``max_threads=0`` raised a bare ValueError (not callbound's
+    UsageError), ``True`` or ``2.5`` was taken as a count, and a ``grace_s`` that is NaN, infinite or
+    past what ``time.sleep`` takes was accepted, then raised ValueError or OverflowError in a cancelled
+    run's lease hold; a string, a TypeError at the first timeout. A UsageError now, when the executor
+    is built (review round 19, c F2)."""
+    if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
+        raise UsageError(
+            f"ToolExecutor(max_threads=...) must be an integer >= 1 (the most sync handlers run at once), "
+            f"not {max_threads!r}"
+        )
+    if (
+        isinstance(grace_s, bool)
+        or not isinstance(grace_s, int | float)
+        or not 0 <= grace_s <= _MAX_GRACE_S  # also refuses NaN
+    ):
+        raise UsageError(
+            f"ToolExecutor(grace_s=...) must be a number of seconds from 0 to {_MAX_GRACE_S:g}, not {grace_s!r}"
+        )
 
 
 class Ticket:

@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from ..core.canonical import canonical_bytes
 from ..core.errors import CanonicalizationError, NotApplied
 from ..core.registry import CallContext, discard_awaitable, is_async_callable
-from .threads import HandlerThreads, Ticket
+from .threads import HandlerThreads, Ticket, check_executor_args
 
 
 class ToolError(Exception):
@@ -103,6 +103,7 @@ class ToolExecutor:
     pool, nor keep the process from exiting (daemon threads; ``drain`` waits for them, bounded)."""
 
     def __init__(self, max_threads: int = 16, grace_s: float = 2.0) -> None:
+        check_executor_args(max_threads, grace_s)
         self._pool = HandlerThreads(max_threads, "callbound-tool")
         self.grace_s = grace_s
         _executors.add(self)
