@@ -7,7 +7,7 @@ that reason and an escalation record.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from decimal import Decimal
@@ -113,12 +113,34 @@ class Budgets:
         return out
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> Budgets:
-        data = dict(data)
-        if data.get("max_cost") is not None:
-            data["max_cost"] = Decimal(data["max_cost"])
-        if data.get("not_after") is not None:
-            data["not_after"] = datetime.fromisoformat(data["not_after"])
+    def from_dict(data: Mapping[str, Any]) -> Budgets:
+        """The budgets ``to_dict`` wrote (a saved operation's, or a config file's). Anything that is
+        not such a mapping is a ``UsageError`` naming what to pass: a list (``[]``) or None read as
+        no limits at all, the defaults; an unknown key (a misspelt ``max_turns``) raised TypeError
+        and a ``not_after`` that is not ISO 8601 text ValueError; ``max_cost`` went through
+        ``Decimal(float)``, so 0.1 became 0.1000000000000000055..., not the 0.1 ``Budgets(max_cost=0.1)``
+        keeps (review round 19, c F3)."""
+        if not isinstance(data, Mapping) or not all(isinstance(k, str) for k in data):
+            raise UsageError(
+                f"Budgets.from_dict takes a mapping of field names to values (what Budgets.to_dict "
+                f"returns), not {type(data).__name__}"
+            )
+        unknown = sorted(set(data) - {f.name for f in fields(Budgets)})
+        if unknown:
+            raise UsageError(
+                f"Budgets.from_dict: no budget named {', '.join(map(repr, unknown))}; the fields are "
+                f"{', '.join(f.name for f in fields(Budgets))}"
+            )
+        data = dict(data)  # max_cost is checked (and made a Decimal through its text) by Budgets
+        when = data.get("not_after")
+        if isinstance(when, str):
+            try:
+                data["not_after"] = datetime.fromisoformat(when)
+            except ValueError:
+                raise UsageError(
+                    f"Budgets.not_after must be an ISO 8601 time with its offset, such as "
+                    f"'2030-01-01T00:00:00+00:00', not {when!r}"
+                ) from None
         try:
             return Budgets(**data)
         except UsageError:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent, items_digest, next_event
+from ..core.errors import UsageError
 from ..core.guards import Budgets, Spent
 from ..core.idempotency import LedgerEntry
 from ..core.machine import Machine
@@ -377,7 +378,7 @@ class Operation:
             op.fence = h.get("fence")
             op.commits = h.get("commits", 0)
             state = State(h["state"])
-        except FAILURES as exc:
+        except (*FAILURES, UsageError) as exc:  # UsageError: budgets that do not read as Budgets
             op_id = h.get("operation_id")
             raise unreadable(
                 exc, "operation row", op_id if isinstance(op_id, str) else None, "an operation"
