@@ -53,7 +53,14 @@ _OPTIONAL = frozenset({"max_input_tokens", "max_output_tokens"})
 
 @dataclass(frozen=True, slots=True)
 class Budgets:
-    """Limits for one operation. Defaults are finite (D12); tokens and cost are unlimited unless set."""
+    """Limits for one operation. Defaults are finite (D12); tokens and cost are unlimited unless set.
+
+    ``max_parallel`` bounds how many of one turn's read handlers run at once (issue 2 §6, D15: "reads
+    of one turn run concurrently, at most max_parallel at a time"; writes run one at a time). It is a
+    limit on concurrency, not a count: it never trips, and calls beyond it wait for a slot within
+    their own timeouts. It holds per turn because an operation runs one turn at a time; a handler
+    that timed out keeps its slot until its thread really ends. Concurrency across operations is the
+    executor's (``ToolExecutor(max_threads=...)``) or the worker pool's."""
 
     max_model_turns: int = 16
     max_tool_calls: int = 64
