@@ -473,8 +473,32 @@ class Registry:
         return self._specs.get(name)
 
     def subset(self, names: Iterable[str]) -> Registry:
-        """A smaller allowlist for one user or task. Naming an unregistered tool is a usage error."""
-        wanted = list(names)
+        """A smaller allowlist for one user or task. Naming an unregistered tool is a usage error.
+
+        ``names`` is a list of tool names. A single name (``subset("get_order")``) was read as its
+        characters and refused as unregistered tools ``['g', 'e', ...]`` (or, for a one-letter tool,
+        taken); None or a non-str item raised TypeError (review round 19, c F4)."""
+        hint = "pass a list of tool names, e.g. subset(['get_order'])"
+        if isinstance(names, str | bytes):
+            raise UsageError(
+                f"Registry.subset takes a list of tool names, not one {type(names).__name__}: {hint}"
+            )
+        try:
+            wanted = list(names)
+        except TypeError:
+            raise UsageError(
+                f"Registry.subset takes a list of tool names, not {type(names).__name__}: {hint}"
+            ) from None
+        odd = [n for n in wanted if not isinstance(n, str)]
+        if odd:
+            raise UsageError(
+                f"Registry.subset names tools by str, not {type(odd[0]).__name__} {odd[0]!r}: {hint}"
+            )
+        twice = sorted({n for n in wanted if wanted.count(n) > 1})
+        if twice:
+            raise UsageError(
+                f"Registry.subset names {', '.join(map(repr, twice))} twice; name each tool once"
+            )
         missing = [n for n in wanted if n not in self._specs]
         if missing:
             raise UsageError(f"subset names unregistered tools: {missing}")
