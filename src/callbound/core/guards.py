@@ -121,7 +121,8 @@ class Budgets:
 
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> Budgets:
-        """The budgets ``to_dict`` wrote (a saved operation's, or a config file's). Anything that is
+        """The budgets ``to_dict`` wrote, as saved with an operation: limits saved under the earlier,
+        looser rule (a 0 limit) still load, so build new budgets with ``Budgets(...)``. Anything that is
         not such a mapping is a ``UsageError`` naming what to pass: a list (``[]``) or None read as
         no limits at all, the defaults; an unknown key (a misspelt ``max_turns``) raised TypeError
         and a ``not_after`` that is not ISO 8601 text ValueError; ``max_cost`` went through
