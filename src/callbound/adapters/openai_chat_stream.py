@@ -38,6 +38,7 @@ from .openai_chat import (
     turn_from_completion,
 )
 from .openai_chat_ids import Slot, another_call, arguments_of, sorted_json, whole, wire_index
+from .openai_chat_parts import Parts, keep
 from .shapes import chat_message
 from .sse import DONE, JSON_INT, JSON_STRING, RawEvent, simple_event, string_value
 from .stream import feed_one
@@ -77,82 +78,6 @@ _FRAGMENT_EVENT = simple_event(_FRAGMENT)
 _CALL_KEYS = frozenset({"index", "id", "type", "function"})
 
 
-def _keep(into: dict[str, Any], source: dict[str, Any], skip: frozenset[str]) -> None:
-    """Copy the non-null members of ``source`` not in ``skip``: the first value of a member stays, and
-    objects sent again in a later fragment are merged into it."""
-    for key, value in source.items():
-        if key in skip or value is None:
-            continue
-        held = into.get(key)
-        if held is None:
-            into[key] = value
-        elif isinstance(held, dict) and isinstance(value, dict):
-            into[key] = {**held, **value}
-
-
-class _Parts:
-    """Content streamed as a list of parts (Mistral: ``[{"type": "thinking", "thinking": [{"type": "text",
-    "text": ...}]}, {"type": "text", "text": ...}]``), rebuilt as the plain body has it: consecutive
-    pieces of one kind make one part, their texts joined once; string deltas are text parts."""
-
-    __slots__ = ("parts",)
-
-    def __init__(self, earlier: list[str] | None) -> None:
-        # (kind, members other than the text, text fragments); kind "" is a part kept as sent
-        self.parts: list[tuple[str, dict[str, Any], list[str]]] = []
-        if earlier and any(earlier):
-            self.parts.append(("text", {"type": "text"}, list(earlier)))
-
-    def add(self, kind: str, members: dict[str, Any], text: str) -> None:
-        last = self.parts[-1] if self.parts else None
-        if kind and last is not None and last[0] == kind:
-            last[1].update(members)  # e.g. "closed": true, sent on some pieces of a thinking part only
-            last[2].append(text)
-        else:
-            self.parts.append((kind, dict(members), [text]))
-
-    def feed(self, content: list[Any]) -> int:
-        size = 0
-        for part in content:
-            if not isinstance(part, dict):
-                continue
-            inner = part.get("thinking")
-            if part.get("type") == "thinking" and isinstance(inner, list):
-                text = "".join(
-                    t["text"] for t in inner if isinstance(t, dict) and isinstance(t.get("text"), str)
-                )
-                self.add("thinking", {k: v for k, v in part.items() if k != "thinking"}, text)
-                size += utf8_len(text)
-            elif isinstance(part.get("text"), str):
-                self.add(
-                    str(part.get("type") or "text"),
-                    {k: v for k, v in part.items() if k != "text"},
-                    part["text"],
-                )
-                size += utf8_len(part["text"])
-            else:
-                self.add("", part, "")
-        return size
-
-    def content(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for kind, members, texts in self.parts:
-            if kind == "thinking":
-                thinking = [{"type": "text", "text": join_fragments(texts)}]
-                out.append(
-                    {
-                        "type": "thinking",
-                        "thinking": thinking,
-                        **{k: v for k, v in members.items() if k != "type"},
-                    }
-                )
-            elif kind:
-                out.append({**members, "text": join_fragments(texts)})
-            else:
-                out.append(members)
-        return out
-
-
 class _Assembler:
     """Streaming assembly for chat.completion.chunk events (WIRE.md 2.4).
 
@@ -170,7 +95,7 @@ class _Assembler:
         self._response_id: str | None = None
         self._role: str = "assistant"
         self._content: list[str] | None = None
-        self._parts: _Parts | None = None  # content streamed as a list of parts (Mistral)
+        self._parts: Parts | None = None  # content streamed as a list of parts (Mistral)
         self._refusal: list[str] | None = None
         self._reasoning: list[str] | None = None  # delta.reasoning_content (DeepSeek, Kimi, Qwen, xAI)
         self._details: list[dict[str, Any]] = []  # delta.reasoning_details (OpenRouter), merged
@@ -257,7 +182,7 @@ class _Assembler:
             if isinstance(content, list):
                 # Mistral streams thinking and text as parts; the text parts are the answer, as in a plain
                 # body (vercel/ai packages/openai-compatible/src/chat/__fixtures__/issue-13703-mistral-thinking).
-                self._parts = self._parts or _Parts(self._content)
+                self._parts = self._parts or Parts(self._content)
                 self._held += self._parts.feed(content)
             elif isinstance(content, str):
                 if self._parts is not None and content:
@@ -282,7 +207,7 @@ class _Assembler:
                 self._abort("max_body_bytes")
                 return
             if isinstance(delta.get("extra_content"), dict):
-                _keep(self._extra, {"extra_content": delta["extra_content"]}, frozenset())
+                keep(self._extra, {"extra_content": delta["extra_content"]}, frozenset())
             tool_calls = delta.get("tool_calls")
             # Anything but a list holds no call, as for a plain body (_calls).
             frags = tool_calls if isinstance(tool_calls, list) else []
@@ -423,7 +348,7 @@ class _Assembler:
         if len(frag) > len(_CALL_KEYS & frag.keys()):
             # D8: Gemini's OpenAI-compatible stream sends each call whole with its thought signature in
             # extra_content, and Gemini 3 rejects the next request (4xx) when it does not come back.
-            _keep(slot.extra, frag, _CALL_KEYS)
+            keep(slot.extra, frag, _CALL_KEYS)
         if not isinstance(function, dict):
             return
         if slot.name is None and _str(function.get("name")):
