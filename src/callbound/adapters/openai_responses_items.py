@@ -63,7 +63,7 @@ class FinalItems:
     _refusals: dict[tuple[int, int], list[str]]
     _reused_index: bool
     _texts: dict[tuple[int, int], list[str]]
-    _conflict: bool
+    _conflict: str | None  # the error code of a stream that says two things (``finish``)
 
     def _final_output(self, resp: dict[str, Any]) -> tuple[list[dict[str, Any]], bool, list[str]]:
         """The turn's items, whether one of its calls never finished, and the refusal text no item
@@ -134,20 +134,46 @@ class FinalItems:
         ]
         return output, unfinished, refusals
 
+    def _same_call(self, announced: dict[str, Any], item: dict[str, Any]) -> bool:
+        """Whether ``item`` is the call ``announced`` (its output_item.added item, which CallStarted
+        named): the same call_id, as the SDK's accumulator tells them (``_output_identity``), and the
+        same name where the added item had one, since CallStarted showed it. A call that changes
+        between them cannot be told (openai-python raises "Completed output item identity changed."):
+        ``_conflict`` is ``conflicting_call`` and none of the turn's calls runs. The item id may
+        change (a gateway that rotates ids: ``test_responses_reused_index``); the call id the results
+        answer and the tool that runs may not."""
+        if announced.get("type") != "function_call" or item.get("type") != "function_call":
+            return True
+        name = _str(announced.get("name"))
+        same = _str(announced.get("call_id")) == _str(item.get("call_id"))
+        same = same and (name is None or name == item.get("name"))
+        if not same:
+            self._conflict = self._conflict or "conflicting_call"
+        return same
+
     def _with_snapshot_arguments(self, done: dict[str, Any], same: Any) -> dict[str, Any]:
         """A done call item, with the arguments the terminal snapshot holds for the same item when the
         done item has none (OpenRouter's Responses stream: no argument deltas, and "the complete
         arguments are only available in the final response.completed event", OpenRouterTeam
         ai-sdk-provider changeset "Fix streaming tool call arguments not being passed to execute").
-        When both hold arguments and they read differently, the call's arguments cannot be told:
-        ``_conflict``, and none of the turn's calls runs (never with arguments the provider did not
-        send)."""
-        theirs = same.get("arguments") if isinstance(same, dict) else None
+        When both hold arguments and they read differently, the call's arguments cannot be told
+        (``_conflict`` ``conflicting_arguments``), and when the two name different call ids or tools,
+        nor can the call (``conflicting_call``: openai-python's final response is the snapshot's, the
+        turn's would be the done item's): none of the turn's calls runs (never with arguments the
+        provider did not send)."""
+        if not isinstance(same, dict):
+            return done
+        for key in ("call_id", "name"):  # the snapshot names another call: which one ran cannot be told
+            mine, other = _str(done.get(key)), _str(same.get(key))
+            if mine is not None and other is not None and mine != other:
+                self._conflict = self._conflict or "conflicting_call"
+        theirs = same.get("arguments")
         if _no_arguments(theirs):
             return done
         if _no_arguments(done.get("arguments")):
             return {**done, "arguments": theirs}
-        self._conflict = self._conflict or not _same_reading(done.get("arguments"), theirs)
+        if not _same_reading(done.get("arguments"), theirs):
+            self._conflict = self._conflict or "conflicting_arguments"
         return done
 
     def _snapshot_output(self, snap: list[Any]) -> tuple[list[dict[str, Any]], bool, list[str]]:

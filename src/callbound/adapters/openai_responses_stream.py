@@ -136,7 +136,7 @@ class _Assembler(FinalItems):
         self._error: dict[str, Any] | None = None
         self._aborted = False
         self._tripped: str | None = None  # the StreamCaps field that tripped (cap_tripped)
-        self._conflict = False  # a done item and the snapshot hold different arguments (_final_output)
+        self._conflict: str | None = None  # the stream says two things of a call (FinalItems)
 
     @property
     def aborted(self) -> bool:
@@ -264,10 +264,15 @@ class _Assembler(FinalItems):
                     self._arg_bytes[idx] = size
                 if self._over_caps(self._arg_bytes.get(idx, 0)):
                     return self._abort()
+                added = self._items.get(idx)
+                same = added is None or self._same_call(added, item)
                 progress = self._start(idx, item)
                 if idx not in self._ready:
                     self._ready.add(idx)
-                    progress.append(CallReady(self._progress_ids[idx]))
+                    # CallReady says the provider finished the call's arguments (docs/reference.md):
+                    # not for a call other than the one CallStarted named (``_same_call``).
+                    if same:
+                        progress.append(CallReady(self._progress_ids[idx]))
             self._done[idx] = item
             self._args.pop(idx, None)  # the done item is authoritative; free the fragments
             if self._texts and _has_text(item):
@@ -402,9 +407,9 @@ class _Assembler(FinalItems):
                 resp["error"] = event_error(self._error)
             output, unfinished, refusals = self._final_output(resp)
             turn = turn_from_response(resp, raw_sha256, output, unfinished=unfinished, refusals=refusals)
-            if self._conflict and turn.finish is Finish.TOOL_PROPOSALS:
+            if self._conflict is not None and turn.finish is Finish.TOOL_PROPOSALS:
                 # As a plain body that cannot be read whole (``turn_from_response``): not retried.
-                failure = Failure("status", False, None, None, "conflicting_arguments")
+                failure = Failure("status", False, None, None, self._conflict)
                 return replace(turn, finish=Finish.API_FAILURE, reason="malformed_response", failure=failure)
             # Checked only where the calls would run, as ``base.capped`` does: a refused, failed or
             # cut-off response keeps its own finish (D31).
