@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from callbound.core.arguments import DuplicateKeyDict, loads_body, parse_arguments
 from callbound.core.canonical import MAX_SAFE_INTEGER
+from tests.stable_ids import stable_id
 
 
 def assert_rejected(raw: Any, *fragments: str) -> str:
@@ -143,7 +144,7 @@ def test_plain_dict_is_accepted_and_copied() -> None:
         {1: "non-string key"},
         {"a": {None: 1}},
     ],
-    ids=repr,
+    ids=stable_id,
 )
 def test_bad_dicts_are_rejected(raw: dict[Any, Any]) -> None:
     assert_rejected(raw)

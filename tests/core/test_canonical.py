@@ -25,6 +25,7 @@ from callbound.core.canonical import (
     sha256_hex,
 )
 from callbound.core.errors import CallboundError, CanonicalizationError
+from tests.stable_ids import stable_id
 
 
 def from_bits(bits: int) -> float:
@@ -172,7 +173,7 @@ def test_literals_and_containers() -> None:
         {1, 2},
         object(),
     ],
-    ids=repr,
+    ids=stable_id,
 )
 def test_values_without_an_exact_representation_raise(value: Any) -> None:
     with pytest.raises(CanonicalizationError):
