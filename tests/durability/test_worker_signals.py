@@ -4,6 +4,7 @@ which is left paused or ended with its lease released, and the worker exits 0 wi
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -26,6 +27,15 @@ def start(store_url: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
+def wait_for_start(p: subprocess.Popen[str], timeout_s: float = 60.0) -> str:
+    """The worker's first stderr line, its start-up log line (a fixed sleep raced a slow start-up on a
+    loaded machine: the signal came before the handlers and killed the process)."""
+    assert p.stderr is not None
+    ready, _, _ = select.select([p.stderr], [], [], timeout_s)
+    assert ready, "the worker did not log its start"
+    return p.stderr.readline()
+
+
 def env_for(tmp_path: Path, slow: str = "0") -> dict[str, str]:
     return {
         **os.environ,
@@ -39,12 +49,13 @@ def env_for(tmp_path: Path, slow: str = "0") -> dict[str, str]:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_an_idle_worker_stops_on_a_signal_with_its_summary(sig: signal.Signals, tmp_path: Path) -> None:
     p = start(f"sqlite:///{tmp_path / 'cb.db'}", env_for(tmp_path))
-    time.sleep(2.0)  # started and polling
+    started = wait_for_start(p)  # its signal handlers are in place from this line on
     p.send_signal(sig)
     out, errs = p.communicate(timeout=30)
     assert p.returncode == 0, errs
     assert f"{sig.name}, stopping after the current operation" in " ".join(errs.split())
     assert "worker w-sig: claimed 0" in out
+    assert "worker w-sig: started (lease 5 s, poll 0.05 s)" in started
 
 
 @pytest.mark.slow

@@ -895,7 +895,8 @@ async def test_request_timeout_is_the_remaining_deadline(server: Loopback, trans
     turn = await model.complete(body, stream=False, meta=RequestMeta("op_t", 0, None, timeout_s=0.3))
     assert time.monotonic() - started < 1.5, "the remaining deadline bounds the request"
     assert turn.failure is not None and turn.failure.kind == "timeout" and turn.failure.retryable
-    assert len(server.seen) == 1, "no SDK retry after a timeout"
+    # at most one: on a loaded machine a client may spend the 0.3 s before its request is sent
+    assert len(server.seen) <= 1, "no SDK retry after a timeout"
 
 
 async def test_connection_refused_is_retried_then_fails() -> None:

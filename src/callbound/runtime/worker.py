@@ -148,6 +148,9 @@ class Worker:
         ``idle_exit_s`` seconds. A claim whose drive only failed counts as idle time: a store
         holding nothing but failing operations is idle."""
         check_options(self.lease_s, self.poll_s, max_operations, idle_exit_s)
+        # a process manager's log shows the worker up (and `callbound worker` has its signal handlers
+        # in place by now: a SIGTERM from here on stops it after the operation in hand)
+        log.info("worker %s: started (lease %g s, poll %g s)", self.worker_id, self.lease_s, self.poll_s)
         idle_since = time.monotonic()
         failures = 0
         while not self._stopping:
