@@ -3,9 +3,10 @@
 - Two schema generations are read (WIRE.md 5.0): the ``steps`` schema (``Api-Revision: 2026-05-20``,
   which the transports send; requests are built in it) and the legacy ``outputs`` schema of old
   recordings. Calls are ``function_call`` steps (legacy: outputs) ``{id, name, arguments}``; ``id``
-  becomes the call id (a missing one gets ``response_id:index``, D7, and is never sent back). A
-  ``requires_action`` or ``completed`` turn with a call whose ``name`` is no non-empty string →
-  API_FAILURE(malformed_response, ``call_without_name``): an id-less call is answered by name. So is
+  becomes the call id (a missing one gets ``response_id:index``, D7, and is never sent back: such a
+  ``requires_action`` or ``completed`` turn → API_FAILURE(missing_call_id), as function_result needs
+  ``call_id``). A call whose ``name`` is no non-empty string → API_FAILURE(malformed_response,
+  ``call_without_name``). So is
   one whose ``steps`` (``outputs``) is no list or holds a step that is no object, or whose
   ``model_output`` step's ``content`` is no list of objects (``shapes.interaction``; missing or null is
   none), plain or streamed.
@@ -260,6 +261,11 @@ def turn_from_interaction(
         # be, so none of the turn's calls runs, as in gemini-generate (issue 3 §3; review round 16).
         failure = Failure("status", False, None, None, "call_without_name")
         return turn(Finish.API_FAILURE, status, "malformed_response", failure)
+    if status in ("requires_action", "completed") and any(call.synthetic_id for call in calls):
+        # A function_result pairs with its call by call_id, which google-genai marks Required (steps and
+        # legacy alike; issue 3 §3), and D7 never sends the made-up id: a call without an id can never be
+        # answered, so none of the turn's calls runs, as a Responses function_call without call_id.
+        return turn(Finish.API_FAILURE, status, "missing_call_id", Failure("status", False))
     if status == "requires_action" and calls:
         return turn(Finish.TOOL_PROPOSALS, status, None)
     if status == "completed":
