@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -261,7 +262,8 @@ def resume_cmd(
     except StaleLease:  # cancelled or claimed while this resume drove it: report what the store holds
         from .live import taken_over
 
-        outcome = taken_over(runner, operation_id)
+        app = "" if app_ref is None else f" --app {shlex.quote(app_ref)}"
+        outcome = taken_over(runner, operation_id, store_flag(store), app)
     except StoreError as exc:  # mid-drive: where it was left, and the resume (review round 18, d F3)
         said = store_failed(exc, st, operation_id, store_flag(store), None) if driving else str(exc)
         raise _fail(said) from exc

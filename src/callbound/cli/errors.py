@@ -2,7 +2,9 @@
 unreadable input), never a traceback, and never exit 1, which ``audit verify`` keeps for tampering.
 
 Exit codes (D28): 0 success (``run``/``resume``: COMPLETED or WAITING_APPROVAL), 1 tampering found by
-``audit verify``, 2 a usage error or unreadable input, 3 any other terminal state, 130 Ctrl-C.
+``audit verify``, 2 a usage error or unreadable input (also ``OperationBusy``: another process drives
+the operation, as when one took it over from ``run``/``resume`` and still runs it), 3 any other terminal
+state, 130 Ctrl-C.
 
 A reader that closes stdout early (``callbound ... | head``) changes none of them (review round 16,
 r2 F1): the consoles go quiet (cli/consoles.py), the command finishes what it was doing (a drive

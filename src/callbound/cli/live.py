@@ -4,7 +4,8 @@
 demo tools (look up an order, draft a refund, submit it with approval) with a real model through a
 live transport. The key comes from the provider's usual environment variable; when it is missing the
 command names that variable and exits 2. Exit codes (D28): 0 on COMPLETED or WAITING_APPROVAL, 3 on
-any other terminal state, 2 on a usage error. The application is saved with the operation
+any other terminal state, 2 on a usage error or while another process that took the operation over still
+runs it. The application is saved with the operation
 (``callbound.cli.live:live_app``), so ``callbound resume`` continues it after an approval.
 """
 
@@ -208,7 +209,9 @@ def _drive(runner: Any, prompt: str, tenant: str, subject: str, store: str, as_j
 
         raise interrupted(err, runner.store, operation_id, store_flag(store)) from None
     except StaleLease:
-        outcome = taken_over(runner, operation_id)
+        from .render import store_flag
+
+        outcome = taken_over(runner, operation_id, store_flag(store))
     except StoreError as exc:  # where the operation was left, and the resume (review round 18, d F3)
         from .lifecycle import store_failed
         from .render import store_flag
@@ -221,9 +224,15 @@ def _drive(runner: Any, prompt: str, tenant: str, subject: str, store: str, as_j
     _report(outcome, store, as_json)
 
 
-def taken_over(runner: Any, operation_id: str) -> Any:
+def taken_over(runner: Any, operation_id: str, flag: str, app: str = "") -> Any:
     """The outcome of an operation another process took over while this one drove it (its write failed
-    with StaleLease), as the store holds it now, with a note on stderr (``run`` and ``resume``)."""
+    with StaleLease), as the store holds it now, with a note on stderr (``run`` and ``resume``). One
+    that process has ended (``ops cancel``) or paused for approval is reported as such (exit 3 or 0,
+    D28); one still in a running state is not an end state of any kind, so the command fails as a second
+    driver does (``OperationBusy``, exit 2), saying who drives it and how to follow it. ``flag`` is the
+    ``--store`` part of the commands to print, ``app`` the ``--app`` part of the resume that continues
+    the operation once nobody drives it."""
+    from ..core.states import TERMINAL
     from .errors import err
     from .errors import fail as _fail
 
@@ -231,6 +240,22 @@ def taken_over(runner: Any, operation_id: str) -> Any:
         outcome = runner.outcome(operation_id)
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
+    if outcome.state != "WAITING_APPROVAL" and outcome.state not in TERMINAL:
+        resume = f"callbound resume {operation_id}{app}{flag}"
+        try:
+            holder = runner.store.lease_holder(operation_id)
+        except (AttributeError, StoreError):
+            holder = None
+        now = (
+            f"{holder} drives it now; follow it with `callbound ops show {operation_id}{flag}`, and if that "
+            f"process stops before it ends, `{resume}` continues it"
+            if holder
+            else f"no process holds it now: `{resume}` continues it"
+        )
+        raise _fail(
+            f"operation {operation_id} was taken over by another process (a worker, or another resume) "
+            f"while this one drove it and is still running ({outcome.state}); nothing is lost: {now}"
+        )
     err.print(
         f"note: operation {operation_id} was taken over by another process (a cancel, or a worker) "
         f"while this one drove it; it is {outcome.state} now",
