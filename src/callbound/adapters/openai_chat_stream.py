@@ -78,6 +78,10 @@ _FRAGMENT_EVENT = simple_event(_FRAGMENT)
 _CALL_KEYS = frozenset({"index", "id", "type", "function"})
 
 
+# The finish reasons by which the model ended its output itself (D1): its calls' arguments are whole.
+_OWN_END = ("tool_calls", "function_call", "stop")
+
+
 class _Assembler:
     """Streaming assembly for chat.completion.chunk events (WIRE.md 2.4).
 
@@ -243,8 +247,11 @@ class _Assembler:
 
     def _ready(self) -> list[Progress]:
         """CallReady for every call, at ``[DONE]``: only when finish() builds the turn from them (a
-        finish_reason came, no error event did), since a turn cut or failed runs no call."""
-        if self._finish_reason is None or self._error is not None:
+        finish_reason came, no error event did) and that finish_reason says the model ended its
+        output itself (``tool_calls``, ``function_call``, ``stop``): ``length`` or ``content_filter``
+        cut it, so the arguments are not complete (CallReady says they are, docs/reference.md) and
+        the turn runs none of them."""
+        if self._finish_reason not in _OWN_END or self._error is not None:
             return []
         out: list[Progress] = [CallReady(self._label(self._slots[key], key)) for key in sorted(self._slots)]
         if self._legacy is not None:

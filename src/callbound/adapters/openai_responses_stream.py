@@ -37,6 +37,7 @@ from .openai_responses import (
     RETRYABLE_ERROR_CODES,
     _provenance,
     _usage,
+    says_unfinished,
     turn_from_response,
 )
 from .openai_responses_items import FinalItems, _has_text, _size
@@ -270,8 +271,9 @@ class _Assembler(FinalItems):
                 if idx not in self._ready:
                     self._ready.add(idx)
                     # CallReady says the provider finished the call's arguments (docs/reference.md):
-                    # not for a call other than the one CallStarted named (``_same_call``).
-                    if same:
+                    # not for a done item whose status says it did not (it never runs), nor for one
+                    # that is another call than the one CallStarted named (``_same_call``).
+                    if same and not says_unfinished(item):
                         progress.append(CallReady(self._progress_ids[idx]))
             self._done[idx] = item
             self._args.pop(idx, None)  # the done item is authoritative; free the fragments
