@@ -183,8 +183,11 @@ def turn_from_body(
         if not isinstance(fc, dict):
             continue
         cid = fc.get("id") if isinstance(fc.get("id"), str) and fc.get("id") else None
-        args = fc.get("args", {})
-        # A non-object args value is passed on as text so that it surfaces as an arguments error.
+        args = fc.get("args")
+        # args is an optional Struct: missing and null (proto3 JSON: not set; google-genai reads both as
+        # None and runs the call with {}) are no args. Another non-object value is passed on as text so
+        # that it surfaces as an arguments error.
+        args = {} if args is None else args
         raw_args = args if isinstance(args, dict) else json.dumps(args)
         if has_non_finite(args):
             # 1e400, NaN or Infinity read as inf/nan: D5 refuses the call, but kept in the content the
