@@ -72,6 +72,19 @@ class FinalItems:
         snap = snapshot if isinstance(snapshot, list) else []
         if self._reused_index:
             return self._snapshot_output(snap)
+        chosen, unfinished = self._choose(snap)
+        # Refusal text no chosen item carries; text placed at no item counts when no item has any.
+        carried = {i for i, item in chosen.items() if _has_refusal(item)}
+        refusals = [
+            join_fragments(parts)
+            for (i, _), parts in sorted(self._refusals.items())
+            if i not in carried and (i >= 0 or not carried)
+        ]
+        return list(chosen.values()), bool(unfinished), refusals
+
+    def _choose(self, snap: list[Any]) -> tuple[dict[int, dict[str, Any]], set[int]]:
+        """The turn's item at each output_index, in order, and the indices of its calls that never
+        finished."""
         indices = sorted(set(self._done) | set(range(len(snap))) | set(self._items))
         # A snapshot item whose id a streamed item already has is that item, even at another position
         # (a stream whose output_index values leave gaps: vercel-ai packages/openai/src/responses/
@@ -90,10 +103,9 @@ class FinalItems:
             for item in snap
             if isinstance(item, dict) and item.get("type") == "function_call" and _str(item.get("call_id"))
         }
-        output: list[dict[str, Any]] = []
         chosen: dict[int, dict[str, Any]] = {}
         taken: set[Any] = set()  # ids of the items chosen so far
-        unfinished = False
+        unfinished: set[int] = set()
         for i in indices:
             item = self._done.get(i)
             if item is not None and item.get("type") == "function_call":
@@ -108,31 +120,27 @@ class FinalItems:
                 item = in_snapshot.get(key) if isinstance(key, str) and key not in taken else None
             if item is not None:
                 # A done or snapshot item speaks for itself: its status is judged as a plain body's.
-                unfinished = unfinished or says_unfinished(item)
+                if says_unfinished(item):
+                    unfinished.add(i)
+                if i not in self._done and i in self._items:
+                    self._same_call(self._items[i], item)  # the snapshot's copy of a call never done
             elif i in self._items:
                 # Added, never done, absent from the snapshot: the added copy (whose status still says
                 # in_progress), with its deltas, kept for display and the record. Unless
                 # function_call_arguments.done came, no done event ended the call: it never runs.
                 item = self._items[i]
                 if item.get("type") == "function_call":
-                    unfinished = unfinished or i not in self._args_done
+                    if i not in self._args_done:
+                        unfinished.add(i)
                     if not item.get("arguments") and i in self._args:
                         item = {**item, "arguments": join_fragments(self._args[i])}
             if item is not None and self._texts and item.get("type") == "message" and not _has_text(item):
                 item = self._with_streamed_text(i, item)
             if item is not None:
-                output.append(item)
                 chosen[i] = item
                 if isinstance(item.get("id"), str):
                     taken.add(item["id"])
-        # Refusal text no chosen item carries; text placed at no item counts when no item has any.
-        carried = {i for i, item in chosen.items() if _has_refusal(item)}
-        refusals = [
-            join_fragments(parts)
-            for (i, _), parts in sorted(self._refusals.items())
-            if i not in carried and (i >= 0 or not carried)
-        ]
-        return output, unfinished, refusals
+        return chosen, unfinished
 
     def _same_call(self, announced: dict[str, Any], item: dict[str, Any]) -> bool:
         """Whether ``item`` is the call ``announced`` (its output_item.added item, which CallStarted

@@ -294,7 +294,7 @@ class _Assembler(FinalItems):
                 # is then no success either.
                 resp = {**resp, "status": status}
             self._terminal = resp
-            return []
+            return self._ready_at_terminal(resp)
         if kind == "error":
             self._error = event
             return []
@@ -306,6 +306,25 @@ class _Assembler(FinalItems):
             return self._abort("max_body_bytes")
         # Reasoning deltas and hosted-tool events: the done items carry them, as whole strings.
         return []
+
+    def _ready_at_terminal(self, resp: dict[str, Any]) -> list[Progress]:
+        """CallReady for each call CallStarted announced that no output_item.done ended, when the
+        terminal event finishes it (its function_call_arguments.done came, or the snapshot holds it
+        finished) and the response completed: the turn runs it, so a user interface must not show it
+        still being prepared. Nothing to do, and no walk, in a stream whose calls all had their done
+        event."""
+        waiting = [i for i in sorted(self._progress_ids) if i not in self._done]
+        if not waiting or self._reused_index or self._error is not None or resp.get("status") != "completed":
+            return []
+        snapshot = resp.get("output")
+        chosen, unfinished = self._choose(snapshot if isinstance(snapshot, list) else [])
+        if self._conflict is not None:
+            return []  # none of the turn's calls runs (finish)
+        return [
+            CallReady(self._progress_ids[i])
+            for i in waiting
+            if i in chosen and i not in unfinished and chosen[i].get("type") == "function_call"
+        ]
 
     def _text(self, kind: str, event: dict[str, Any]) -> None:
         """Keep one output_text delta (or the part's whole text, which replaces them), used only for a
