@@ -923,7 +923,8 @@ def test_open_call_at_finish_that_does_not_parse_is_truncated(finish: str) -> No
     assert turn.finish is Finish.TRUNCATED and not turn.executable
     assert turn.reason == ("arguments_incomplete" if finish == "STOP" else "max_tokens")
     assert turn.calls[0].arguments is None and turn.calls[0].arguments_error
-    assert isinstance(progress[-1], CallReady)
+    # Its arguments never completed: no CallReady (review round 19, a F4; docs/reference.md).
+    assert not any(isinstance(p, CallReady) for p in progress)
 
 
 def test_closed_call_with_inconsistent_paths_carries_an_arguments_error() -> None:

@@ -351,6 +351,12 @@ class _Assembler:
             self._arg_errors[call.index] = error
             if at_finish:
                 self._truncated = "arguments_incomplete"
+        if at_finish and (error is not None or self._finish != "STOP"):
+            # No terminator came: the finish chunk ends the call (D34). Its arguments are complete only
+            # when they parse and the model stopped itself; a cut string or a MAX_TOKENS (or
+            # MALFORMED_FUNCTION_CALL) finish says they are not, and the turn runs no call: no
+            # CallReady, which says the provider completed them (docs/reference.md).
+            return []
         return [CallReady(self._cid(call.index, call.id))]
 
     def _pending(self) -> bool:
