@@ -18,6 +18,7 @@ from rich.text import Text
 
 from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
 from ..runtime.runner import Outcome
+from ..stores.dsn import shown_url
 from .approvals import approvals_app
 from .consoles import discard, finish_output
 from .errors import (
@@ -151,7 +152,9 @@ def demo_refund(
     runner = demo.runner(st, ref={"ref": "callbound.demo.refund:make_app", "args": args})
     quiet = as_json
     if not quiet:
-        out.print(Text.assemble(("callbound demo refund", "bold"), f" scenario={scenario} store={store}"))
+        out.print(
+            Text.assemble(("callbound demo refund", "bold"), f" scenario={scenario} store={shown_url(store)}")
+        )
         runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
         if stream:
             runner.on_progress = progress_printer(out)

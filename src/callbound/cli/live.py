@@ -19,6 +19,7 @@ from rich.text import Text
 
 from ..core.errors import StaleLease, StoreError, UsageError
 from ..runtime.app import App
+from ..stores.dsn import shown_url
 from .errors import audit_key
 
 APP_REF = "callbound.cli.live:live_app"
@@ -158,7 +159,7 @@ def register(app: typer.Typer) -> None:
             out.print(
                 Text.assemble(
                     ("callbound run", "bold"),
-                    f" api={api} model={model_name} transport={transport} store={store}",
+                    f" api={api} model={model_name} transport={transport} store={shown_url(store)}",
                 ),
                 highlight=False,
             )
@@ -188,7 +189,10 @@ def _run_app(app_ref: str, prompt: str, tenant: str, subject: str, as_json: bool
     except UsageError as exc:
         raise _fail(str(exc)) from exc
     if not as_json:
-        out.print(Text.assemble(("callbound run", "bold"), f" app={app_ref} store={store}"), highlight=False)
+        out.print(
+            Text.assemble(("callbound run", "bold"), f" app={app_ref} store={shown_url(store)}"),
+            highlight=False,
+        )
         runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
     _drive(runner, prompt, tenant, subject, store, as_json)
 

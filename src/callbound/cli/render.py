@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ..core.types import ArgumentsProgress, CallReady, CallStarted, Progress, Transition
 from ..runtime.runner import Outcome
+from ..stores.dsn import shown_url
 from .consoles import CliConsole
 
 COLOURS = {
@@ -123,15 +124,27 @@ AppRefOpt = Annotated[str | None, typer.Option("--app", help="module:factory (de
 
 
 def store_flag(store: str) -> str:
-    """The ``--store`` part of a command to print: nothing for the default store."""
-    return "" if store == DEFAULT_STORE else f" --store {shlex.quote(store)}"
+    """The ``--store`` part of a command to print: nothing for the default store. A PostgreSQL URL's
+    password is shown as ``***`` (stores/dsn.py): what callbound prints ends up in terminals' scrollback
+    and CI logs (review round 19, d F2)."""
+    return "" if store == DEFAULT_STORE else f" --store {shlex.quote(shown_url(store))}"
+
+
+def password_note(store: str) -> str:
+    """A line to print below commands whose ``--store`` had its password hidden, else ''."""
+    if shown_url(store) == store:
+        return ""
+    return "(the store URL's password is shown as ***: put it back, or leave it out and set PGPASSWORD)"
 
 
 def resume_hint(operation_id: str, store: str, app_ref: str | None) -> str:
     """The resume command to print after a decision. ``app_ref`` is the ``--app`` it needs: given for an
     operation saved without that application (D21), or it would fail with "no saved application"."""
     app = "" if app_ref is None else f" --app {shlex.quote(app_ref)}"
-    return f"resume with: callbound resume {operation_id}{app}{store_flag(store)}"
+    note = password_note(store)
+    return f"resume with: callbound resume {operation_id}{app}{store_flag(store)}" + (
+        f"\n{note}" if note else ""
+    )
 
 
 def print_waiting(console: Console, outcome: Outcome, store: str, as_json: bool, command: str) -> None:
@@ -160,6 +173,8 @@ def print_waiting(console: Console, outcome: Outcome, store: str, as_json: bool,
     for a in outcome.pending_approvals:
         console.print(f"  callbound approvals approve {a.approval_id} --approver alice{flag}")
     console.print(f"  callbound resume {outcome.operation_id}{flag}")
+    if note := password_note(store):
+        console.print(note)
 
 
 def print_table(console: Console, table: Any) -> None:

@@ -18,16 +18,15 @@ paid model response was requested again; review round 14, h9). Now:
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import unquote
 
 import psycopg
 from psycopg import conninfo as _conninfo
 from psycopg.pq import TransactionStatus
 
 from ..core.errors import StoreError
+from .dsn import redact
 
 T = TypeVar("T")
 log = logging.getLogger("callbound.stores")
@@ -42,27 +41,6 @@ def describe(url: str) -> str:
     host = info.get("host") or "localhost"
     port = info.get("port") or "5432"
     return f"{host}:{port}/{info.get('dbname') or info.get('user') or ''}"
-
-
-def _secrets(url: str) -> set[str]:
-    """The passwords a connection URL or key=value string holds, as written and percent-decoded."""
-    found: list[str] = []
-    if "://" in url:
-        authority = url.split("://", 1)[1].split("?", 1)[0]
-        userinfo = authority[: authority.rfind("@")] if "@" in authority else ""
-        if ":" in userinfo:
-            found.append(userinfo.split(":", 1)[1])
-        found += re.findall(r"[?&]password=([^&#]*)", url)
-    else:
-        found += [v.strip("'") for v in re.findall(r"\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", url)]
-    return {v for f in found for v in (f, unquote(f)) if v}
-
-
-def redact(text: str, url: str) -> str:
-    """``text`` (a libpq error, which echoes a URL it cannot parse whole) without the URL's password."""
-    for secret in sorted(_secrets(url), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
 
 
 def dropped(conn: psycopg.Connection[Any]) -> bool:
