@@ -53,6 +53,7 @@ from .schema import (
 from .sqlite_leases import SQLiteLeases
 
 SYNCHRONOUS_MODES = ("FULL", "EXTRA", "NORMAL")
+_SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_NOTADB = 8, 11, 26  # sqlite3's result codes
 
 _INSERT_OP = (
     "INSERT INTO operations (operation_id, tenant, state, created_at, updated_at, head, journal_len, "
@@ -258,6 +259,19 @@ class SQLiteStore(SQLiteLeases):
             return StoreError(
                 f"SQLite database {self.path!r} stayed locked for {self.busy_timeout_ms} ms while "
                 f"{what}: another process holds a long write; retry, or raise busy_timeout_ms"
+            )
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary result code (review round 19, d F3)
+        if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+            return StoreError(
+                f"{self.path!r} is damaged or is not a SQLite database ({exc}) while {what}: check that the "
+                "--store path names a callbound database; restore a damaged one from a backup (sqlite3's .recover saves what can "
+                "still be read)"
+            )
+        if code == _SQLITE_READONLY:
+            return StoreError(
+                f"SQLite database {self.path!r} is read-only for this process ({exc}) while {what}: give "
+                "this user write access to the file and to its folder (SQLite keeps its -wal and -shm "
+                "files beside it), or use a copy that is writable"
             )
         return StoreError(
             f"SQLite error while {what} on {self.path!r}: {exc}; check that the file is a callbound "
