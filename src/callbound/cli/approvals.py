@@ -48,8 +48,14 @@ def approvals_list(
     if as_json:
         out.print_json(json.dumps([a.to_dict() for a in rows]))
         return
+    from datetime import UTC, datetime
+
     from rich.table import Table
 
+    # A pending approval past its expiry can no longer let its call run (D17): shown as such, not as one
+    # waiting for a decision (review round 19, d F4). Its row stays pending until the resume that tells
+    # the model APPROVAL_EXPIRED (or stops the operation) withdraws it.
+    now = datetime.now(UTC)
     table = Table("approval id", "operation", "tool", "arguments", "status", "expires")
     for a in rows:
         table.add_row(
@@ -60,7 +66,7 @@ def approvals_list(
             # characters hid an amount the model padded past it), and escapes make look-alike and
             # bidi characters visible.
             json.dumps(a.arguments, ensure_ascii=True),
-            a.status,
+            "pending (expired)" if a.status == "pending" and a.expires_at <= now else a.status,
             a.expires_at.isoformat(),
         )
     print_table(out, table)
