@@ -17,13 +17,14 @@ from callbound.cli.app import app
 from callbound.core.errors import UsageError
 
 APP = "callbound.demo.refund:make_app"
+# Named as the user typed them (review round 19, d F5: the message named Worker's parameters, lease_s ...)
 BAD = [
-    (["--lease", "0"], "lease_s must be a positive"),
-    (["--lease", "1e9"], "at most 86400"),
-    (["--lease", "nan"], "lease_s must be a positive"),
-    (["--poll", "-1"], "poll_s must be a positive"),
-    (["--max-operations", "-1"], "max_operations must be an int >= 0"),
-    (["--idle-exit", "-1"], "idle_exit_s must be a number of seconds >= 0"),
+    (["--lease", "0"], "error: --lease must be a positive"),
+    (["--lease", "1e9"], "error: --lease must be at most 86400"),
+    (["--lease", "nan"], "error: --lease must be a positive"),
+    (["--poll", "-1"], "error: --poll must be a positive"),
+    (["--max-operations", "-1"], "error: --max-operations must be an int >= 0"),
+    (["--idle-exit", "-1"], "error: --idle-exit must be a number of seconds >= 0"),
 ]
 
 

@@ -469,6 +469,14 @@ def parse_cmd(
         discard(sys.stdout)
 
 
+_WORKER_OPTIONS = {
+    "lease_s": "--lease",
+    "poll_s": "--poll",
+    "idle_exit_s": "--idle-exit",
+    "max_operations": "--max-operations",
+}
+
+
 @app.command("worker")
 def worker_cmd(
     app_ref: Annotated[str, typer.Option("--app", help="module:factory returning a callbound App")],
@@ -476,7 +484,9 @@ def worker_cmd(
     worker_id: Annotated[str | None, typer.Option("--id", help="Worker name (default host:pid)")] = None,
     lease: Annotated[float, typer.Option(help="Lease length in seconds (at most 86400, a day)")] = 30.0,
     poll: Annotated[float, typer.Option(help="Seconds between polls when idle")] = 0.2,
-    max_operations: Annotated[int | None, typer.Option("--max-operations")] = None,
+    max_operations: Annotated[
+        int | None, typer.Option("--max-operations", help="Exit after driving this many operations")
+    ] = None,
     idle_exit: Annotated[
         float | None, typer.Option("--idle-exit", help="Exit after this many idle seconds")
     ] = None,
@@ -492,7 +502,11 @@ def worker_cmd(
     audit_key()  # each runner reads it too
     try:
         # first: a bad option or --app must not leave a new store behind (the checks Worker and run make)
-        check_options(lease, poll, max_operations, idle_exit)
+        try:
+            check_options(lease, poll, max_operations, idle_exit)
+        except UsageError as exc:  # named as typed here, not as Worker's parameters (review round 19, d F5)
+            said, _, rest = str(exc).partition(" ")
+            raise _fail(f"{_WORKER_OPTIONS.get(said, said)} {rest}") from exc
         loaded = load_app(app_ref)
     except UsageError as exc:
         raise _fail(str(exc)) from exc
