@@ -253,6 +253,9 @@ def resume_cmd(
     """Resume a stored operation (after approvals were decided, or after a crash)."""
     st = _open(store, create=False, wanted=f"operation {operation_id!r}")
     driving = False
+    # the --app of the resume printed when this one stops: an operation saved without its application
+    # is resumed with it again (review round 19, d F6)
+    app = "" if app_ref is None else f" --app {shlex.quote(app_ref)}"
     try:
         runner = _runner_for(st, operation_id, app_ref)
         _require_live_key(runner)
@@ -261,14 +264,13 @@ def resume_cmd(
         driving = True
         outcome = runner.resume_sync(operation_id)
     except KeyboardInterrupt:
-        raise interrupted(err, st, operation_id, store_flag(store)) from None
+        raise interrupted(err, st, operation_id, app + store_flag(store)) from None
     except StaleLease:  # cancelled or claimed while this resume drove it: report what the store holds
         from .live import taken_over
 
-        app = "" if app_ref is None else f" --app {shlex.quote(app_ref)}"
         outcome = taken_over(runner, operation_id, store_flag(store), app)
     except StoreError as exc:  # mid-drive: where it was left, and the resume (review round 18, d F3)
-        said = store_failed(exc, st, operation_id, store_flag(store), None) if driving else str(exc)
+        said = store_failed(exc, st, operation_id, store_flag(store), None, app) if driving else str(exc)
         raise _fail(said) from exc
     except UsageError as exc:
         raise _fail(str(exc)) from exc

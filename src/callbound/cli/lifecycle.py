@@ -83,20 +83,24 @@ def interrupted(err: Console, store: Any, operation_id: str, flag: str) -> typer
     return typer.Exit(130)
 
 
-def store_failed(exc: Exception, store: Any, operation_id: str, flag: str, again: str | None) -> str:
+def store_failed(
+    exc: Exception, store: Any, operation_id: str, flag: str, again: str | None, app: str = ""
+) -> str:
     """The one error line for a store that failed while a command drove ``operation_id`` (locked past
     its busy timeout, a server gone): the store's message, then where the operation was left and the
     resume that continues it, as after a Ctrl-C. The store's own advice, "retry", read as running the
     command again: for ``run`` and ``demo`` (``again``) that starts another operation, and a write the
     first one had applied (a refund) was made a second time under a new intent (review round 18, d F3).
-    OperationBusy and unreadable rows say what to do themselves; they are returned as they are."""
+    OperationBusy and unreadable rows say what to do themselves; they are returned as they are. ``app``
+    is the ``--app`` part of that resume (``resume --app``: an operation saved without its application
+    needs it again, review round 19, d F6)."""
     from ..core.errors import OperationBusy
     from ..stores.rows import UnreadableRow
 
     said = str(exc)
     if isinstance(exc, OperationBusy | UnreadableRow):
         return said
-    resume = f"callbound resume {operation_id}{flag}"
+    resume = f"callbound resume {operation_id}{app}{flag}"
     try:
         stored = store.load_operation(operation_id)
     except CallboundError:
