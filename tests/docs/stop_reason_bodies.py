@@ -196,6 +196,8 @@ def interactions(case: str) -> dict[str, Any]:
             {"type": "function_call", "id": "fc_1", "name": "get_order", "arguments": CALL_ARGS},
             {"type": "function_call", "arguments": CALL_ARGS},
         ]
+    if variant == "nocallid":  # a named call without its id
+        steps = [{"type": "function_call", "name": "get_order", "arguments": CALL_ARGS}]
     if variant == "badentry":  # a complete call beside a step of the wrong JSON type
         steps = [{"type": "function_call", "id": "fc_1", "name": "get_order", "arguments": CALL_ARGS}, 5]  # type: ignore[list-item]
     if variant == "error":  # a model_output step carrying a google.rpc.Status (14: UNAVAILABLE)
