@@ -1,4 +1,5 @@
-"""Review round 19 (d F3): a damaged or read-only SQLite store is named for what it is, with what to do.
+"""Review round 19 (d F3, F7): a damaged or read-only SQLite store, or a folder, is named for what it is,
+with what to do.
 
 A file that is not a SQLite database, or a callbound database whose pages are damaged, or one this
 process may not write, all got the same advice: "check that the file is a callbound database that was
@@ -71,3 +72,16 @@ def test_a_store_that_is_read_only_says_so(tmp_path: Path) -> None:
     stored = store.load_operation("op1")
     assert stored is not None and stored.head["state"] != "EXECUTING"
     store.close()
+
+
+@pytest.mark.parametrize("args", [["demo", "refund"], ["ops", "list"]])
+def test_a_folder_given_as_the_store_is_named_as_a_folder(tmp_path: Path, args: list[str]) -> None:
+    """(d F7) `--store sqlite:///somedir` was told to "check that its folder exists and is writable"."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    with pytest.raises(StoreError, match="it is a folder, not a file: name a database file in it"):
+        SQLiteStore(folder)
+    r = cli(*args, "--store", f"sqlite:///{folder}", cwd=tmp_path)
+    assert r.returncode == 2 and "it is a folder, not a file" in r.stderr, (r.stdout, r.stderr)
+    no_traceback(r)
+    assert list(folder.iterdir()) == []

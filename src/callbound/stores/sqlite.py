@@ -173,10 +173,10 @@ class SQLiteStore(SQLiteLeases):
                 cached_statements=256,
             )
         except sqlite3.Error as exc:
-            raise StoreError(
-                f"cannot open the SQLite database {self.path!r}: {exc}; check that its folder exists and "
-                "is writable"
-            ) from exc
+            fix = "check that its folder exists and is writable"
+            if os.path.isdir(self.path):  # not "its folder" (review round 19, d F7)
+                fix = "it is a folder, not a file: name a database file in it (sqlite:///folder/callbound.db)"
+            raise StoreError(f"cannot open the SQLite database {self.path!r}: {exc}; {fix}") from exc
         try:
             self._open()
         except BaseException:
