@@ -254,7 +254,7 @@ def test_a_lease_beyond_a_day_is_a_usage_error(seeded: tuple[str, str, str]) -> 
             "--store",
             url,
         )
-        assert "lease_s must be at most 86400 seconds" in one_error_line(r)
+        assert "--lease must be at most 86400 seconds" in one_error_line(r)  # named as typed (r19 d F5)
     r = run(
         "worker",
         "--app",

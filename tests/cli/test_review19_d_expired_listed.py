@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ APP = textwrap.dedent(
                                             handler=lambda a, c: {"ok": 1}, schema_version="1",
                                             risk="irreversible")])
         return App(registry=registry, model=ScriptedModel("openai-responses", [call]),
-                   policy=cb.Policy(approval_ttl=timedelta(seconds=1)))
+                   policy=cb.Policy(approval_ttl=timedelta(seconds=5)))
     """
 )
 
@@ -52,11 +53,13 @@ def test_an_expired_approval_is_listed_as_expired(tmp_path: Path) -> None:
 
     run = cli("run", "--app", "expapp:make", "--json", "refund A1")
     assert run.returncode == 0, run.stderr
-    approval_id = json.loads(run.stdout)["pending_approvals"][0]["approval_id"]
+    pending = json.loads(run.stdout)["pending_approvals"][0]
+    approval_id, expires = pending["approval_id"], datetime.fromisoformat(pending["expires_at"])
     fresh = cli("approvals", "list")
-    row = next(line for line in fresh.stdout.splitlines() if approval_id in line)
-    assert " pending " in row and "expired" not in row, row
-    time.sleep(1.2)  # past the approval's one-second lifetime
+    if datetime.now(UTC) < expires - timedelta(seconds=1):  # (a loaded machine may take 5 s to get here)
+        row = next(line for line in fresh.stdout.splitlines() if approval_id in line)
+        assert " pending " in row and "expired" not in row, row
+    time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 0.2)  # past its lifetime
     late = cli("approvals", "list")
     assert late.returncode == 0, late.stderr
     row = next(line for line in late.stdout.splitlines() if approval_id in line)
