@@ -7,6 +7,12 @@ Used by ``anthropic_messages``, whose ``_Assembler`` adds ``finish`` (the turn m
   inside a code execution container starts with its results and the pending ``tool_use``); they are
   complete, kept as blocks ``0..n-1``, and later ``content_block_start`` indices count after them, as
   the SDK's accumulator appends them.
+- Order (review round 19, e F1): ``message_start`` comes first and once, and an index is started once.
+  A stream that breaks this (no ``message_start`` before ``message_stop``, a second one, a second
+  ``content_block_start`` for an index) is ``malformed`` (``message_start_missing``,
+  ``message_start_repeated``, ``block_index_reused``): the SDK's accumulator refuses or misreads it,
+  and reading on would drop a block, a call progress announced included. A stop or delta for an index
+  never started, a ``ping`` or an unknown event changes nothing.
 - Fragments are kept as lists and joined once when the block stops (or at the end, since a
   ``max_tokens`` cut may skip ``content_block_stop``) by ``join_fragments``, which re-pairs surrogate
   halves split over two deltas. A ``signature`` or a compaction's ``encrypted_content`` arrives whole
@@ -118,6 +124,7 @@ class MessageStream:
         self._total = 0  # tool_use argument bytes, against max_response_bytes
         self._held = 0  # every other fragment's bytes (text, thinking, server tool input): max_body_bytes
         self._stopped = False
+        self._begun = False  # message_start came: a second one is malformed
         self._error: dict[str, Any] | None = None
         self._aborted = False
         # The StreamCaps field that tripped (``cap_tripped``), for the subclass's finish() to pass to
@@ -143,12 +150,21 @@ class MessageStream:
         kind = kind_of(event)
         index = event.get("index")
         if kind == "message_start" and isinstance(event.get("message"), dict):
+            if self._begun:  # the SDK's accumulator ignores it; read, it replaced id, usage and blocks
+                self.malformed = self.malformed or "message_start_repeated"
+                return []
             return self._start(event["message"])
         if (
             kind == "content_block_start"
             and isinstance(index, int)
             and isinstance(event.get("content_block"), dict)
         ):
+            if index in self._blocks:
+                # An index names one block of the message (WIRE.md 3.4); the SDK's accumulator appends a
+                # second start and sends its deltas to the first block. Read as a new block, it dropped
+                # the one held there, a call CallReady had announced included: nothing of it may run.
+                self.malformed = self.malformed or "block_index_reused"
+                return []
             block = self._blocks[index] = _Block(dict(event["content_block"]))
             if block.tool_use:
                 return [CallStarted(self._label(index), str(block.base.get("name")))]
@@ -172,12 +188,15 @@ class MessageStream:
                 self._usage.update((k, v) for k, v in event["usage"].items() if v is not None)
         elif kind == "message_stop":
             self._stopped = True
+            if not self._begun:  # the SDK refuses such a stream ("Unexpected event order")
+                self.malformed = self.malformed or "message_start_missing"
         elif kind == "error":
             err = event.get("error")
             self._error = err if isinstance(err, dict) else event
         return []  # ping and unknown events carry nothing the turn needs
 
     def _start(self, message: dict[str, Any]) -> list[Progress]:
+        self._begun = True
         self._message = dict(message)
         if self._model is None and isinstance(message.get("model"), str) and message["model"]:
             self._model = message["model"]
