@@ -21,9 +21,10 @@ Used by ``anthropic_messages``, whose ``_Assembler`` adds ``finish`` (the turn m
   that it does), or holds a number JSON cannot carry (NaN, Infinity, 1e400), becomes
   ``{"INVALID_JSON": "<the text>"}`` in the rebuilt block, as Anthropic's docs say to send it back;
   ``message()`` also returns the text, which the call's parser rejects.
-- Byte caps: tool_use argument text counts against ``max_call_bytes`` / ``max_response_bytes`` as it
-  comes; every other fragment held (text, thinking, signatures, compactions, and server_tool_use /
-  mcp_tool_use ``input_json_delta``, which is no call) counts, all together, against
+- Byte caps: tool_use argument text (and an input given whole at the start) counts against
+  ``max_call_bytes`` / ``max_response_bytes`` as it comes; everything else held (text, thinking,
+  signatures, compactions, citations, server_tool_use / mcp_tool_use ``input_json_delta``, which is no
+  call, and every other block that arrives whole, as compact JSON) counts, all together, against
   ``max_body_bytes``: a streamed answer is held to the cap a plain body is.
 - Deltas in the API's compact shape are read from the raw event text without the JSON parser
   (``feed_events``, the fast path of ``callbound.adapters.stream``).
@@ -38,7 +39,7 @@ from typing import Any
 from ..core.arguments import loads_body
 from ..core.model import ProgressCallback
 from ..core.types import ArgumentsProgress, CallReady, CallStarted, ModelTurn, Progress
-from .base import StreamCaps, cap_tripped, join_fragments, utf8_len
+from .base import StreamCaps, cap_tripped, compact_json_len, join_fragments, utf8_len
 from .finite import has_non_finite, invalid_json
 from .shapes import anthropic_content
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
@@ -166,6 +167,8 @@ class MessageStream:
                 self.malformed = self.malformed or "block_index_reused"
                 return []
             block = self._blocks[index] = _Block(dict(event["content_block"]))
+            if not self._whole(block):
+                return []
             if block.tool_use:
                 return [CallStarted(self._label(index), str(block.base.get("name")))]
         elif kind == "content_block_start" and event.get("content_block") is not None:
@@ -210,6 +213,8 @@ class MessageStream:
         for index, block in enumerate(content if isinstance(content, list) else []):
             if isinstance(block, dict):
                 self._blocks[index] = _Block(dict(block), done=True)
+                if not self._whole(self._blocks[index]):
+                    return []
                 if self._blocks[index].tool_use:
                     label = self._label(index)
                     progress += [CallStarted(label, str(block.get("name"))), CallReady(label)]
@@ -233,8 +238,9 @@ class MessageStream:
             return []
         kind = delta.get("type")
         if kind == "citations_delta":
-            if "citations" in block.takes:
-                block.citations.append(delta.get("citation"))
+            citation = delta.get("citation")
+            if "citations" in block.takes and self._hold(compact_json_len(citation)):
+                block.citations.append(citation)
             return []
         if kind == "compaction_delta" and isinstance(delta.get("encrypted_content"), str):
             self._append(block, "encrypted_content", delta["encrypted_content"])
@@ -265,15 +271,40 @@ class MessageStream:
             # cassette streams one as input_json_delta; a plain body's capped() counts only tool_use, and
             # a stream may trip before plain, never after: docs/stop-reasons.md). All of it together is
             # bounded as a plain body is (review round 17, r4 F2).
-            self._held += utf8_len(value)
-            if self._held > self._caps.max_body_bytes:
-                self._abort("max_body_bytes")
+            if not self._hold(utf8_len(value)):
                 return None
         parts = block.parts.get(field)
         if parts is None:
             parts = block.parts[field] = []
         parts.append(value)
         return block.nbytes if arguments else None
+
+    def _hold(self, size: int) -> bool:
+        """Count ``size`` bytes held besides call arguments against ``max_body_bytes``; False once over
+        it (aborted)."""
+        self._held += size
+        if self._held > self._caps.max_body_bytes:
+            self._abort("max_body_bytes")
+            return False
+        return True
+
+    def _whole(self, block: _Block) -> bool:
+        """Count a block that arrives whole (``content_block_start``, ``message_start``'s content), as
+        its deltas would be counted: a tool_use's input against the argument caps (``{}``, the usual
+        start, counts nothing, so progress bytes stay the deltas'), any other block, as compact JSON,
+        against ``max_body_bytes`` (a redacted_thinking's data, a server tool's result: each event is
+        under the cap, but not all of them together). False once a cap tripped (aborted)."""
+        if not block.tool_use:
+            return self._hold(compact_json_len(block.base))
+        given = block.base.get("input")
+        size = compact_json_len(given) if given else 0
+        if size:
+            block.nbytes += size
+            self._total += size
+            if block.nbytes > self._max_call_bytes or self._total > self._max_response_bytes:
+                self._abort(cap_tripped(block.nbytes, self._total, self._caps))
+                return False
+        return True
 
     def _abort(self, cap: str) -> None:
         """A byte cap tripped: stop buffering; finish() reports TRUNCATED (``tripped_cap`` says why)."""

@@ -172,8 +172,26 @@ class _Assembler:
     def _hold(self, text: str) -> bool:
         """Count text held (answer and thought summaries) against ``max_body_bytes``: a streamed
         answer is bounded as a plain body is (review round 17, r4 F2). False once over it (aborted)."""
-        self._held += utf8_len(text)
+        return self._hold_size(utf8_len(text))
+
+    def _hold_size(self, size: int) -> bool:
+        """Count ``size`` bytes held besides call arguments against ``max_body_bytes`` (``_hold``):
+        a signature, a media or built-in tool delta, a summary image, a step snapshot. Each event is
+        under the cap, but not all of them together. False once over it (aborted)."""
+        self._held += size
         return self._held <= self._caps.max_body_bytes or self._abort("max_body_bytes")
+
+    def _whole(self, index: int, item: dict[str, Any]) -> bool:
+        """Count a step.start snapshot: a function_call's arguments given whole against the argument
+        caps (``{}``, the usual start, counts nothing), the rest as compact JSON against
+        ``max_body_bytes``. False once a cap tripped (aborted)."""
+        rest = item
+        if item.get("type") == "function_call":
+            given = item.get("arguments")
+            if given and not self._count(index, compact_json_len(given)):
+                return False
+            rest = {k: v for k, v in item.items() if k != "arguments"}
+        return self._hold_size(compact_json_len(rest))
 
     def _abort(self, cap: str) -> bool:
         """A byte cap tripped: finish() reports TRUNCATED (``_tripped`` says why). Always False."""
@@ -222,6 +240,8 @@ class _Assembler:
             if index not in self._items:
                 insort(self._order, index)
             item = self._items[index] = dict(snapshot) if isinstance(snapshot, dict) else {}
+            if item and not self._whole(index, item):
+                return []
             self._stopped.discard(index)  # a step started again is open again
             self._summaries.pop(index, None)  # its summary items are gone with the old snapshot
             if item.get("type") == "function_call":
@@ -258,7 +278,7 @@ class _Assembler:
         elif dtype == "thought_signature":
             # A delta without its value (the SDK types make a summary delta's content optional)
             # leaves the step as it was: a null in it would go back to the API in the replay (D8).
-            if isinstance(delta.get("signature"), str):
+            if isinstance(delta.get("signature"), str) and self._hold(delta["signature"]):
                 item["signature"] = delta["signature"]
         elif dtype == "thought_summary":
             if isinstance(delta.get("content"), dict):
@@ -273,8 +293,9 @@ class _Assembler:
             item.update(delta)
             return [*self._started(index), ArgumentsProgress(self._cid(index), self._call_bytes[index])]
         elif dtype in ("image", "audio", "video", "document") and item.get("type") == "model_output":
-            _list_in(item, "content").append(delta)
-        elif dtype == kind:
+            if self._hold_size(compact_json_len(delta)):
+                _list_in(item, "content").append(delta)
+        elif dtype == kind and self._hold_size(compact_json_len(delta)):
             item.update({k: v for k, v in delta.items() if k != "type"})  # built-in tool deltas, whole
         return []
 
@@ -291,7 +312,8 @@ class _Assembler:
         summary = _list_in(item, "summary")
         runs = self._summaries.setdefault(index, [])
         if content.get("type") != "text" or not isinstance(text, str):
-            summary.append(content)
+            if self._hold_size(compact_json_len(content)):
+                summary.append(content)
         elif runs and summary and summary[-1] is runs[-1][0]:
             runs[-1][1].append(text)  # the run goes on
         else:

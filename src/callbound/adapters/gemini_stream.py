@@ -191,7 +191,11 @@ class _Assembler:
     def _hold(self, text: str) -> bool:
         """Count text held (answer and thoughts) against ``max_body_bytes``: a streamed answer is
         bounded as a plain body is (review round 17, r4 F2). False once over it (aborted)."""
-        self._held += utf8_len(text)
+        return self._hold_size(utf8_len(text))
+
+    def _hold_size(self, size: int) -> bool:
+        """Count ``size`` bytes held besides call arguments against ``max_body_bytes`` (``_hold``)."""
+        self._held += size
         return self._held <= self._caps.max_body_bytes or self._abort("max_body_bytes")
 
     def _abort(self, cap: str) -> bool:
@@ -302,6 +306,12 @@ class _Assembler:
             last.fragments.append(part["text"])
             return []
         fc = part.get("functionCall")
+        # Everything a part holds besides a call's arguments counts against max_body_bytes: its text,
+        # and its other members as compact JSON (a thoughtSignature, inlineData, executableCode, a
+        # codeExecutionResult): each chunk is under the cap, but not all of them together.
+        rest = {k: v for k, v in part.items() if k not in ("text", "functionCall")}
+        if rest and not self._hold_size(compact_json_len(rest)):
+            return []
         if not isinstance(fc, dict):
             # A text part with other members (a thoughtSignature: WIRE.md 4.6) is kept whole, on its
             # own; its text is answer or thought text all the same (review round 18, b F3).
