@@ -91,6 +91,16 @@ def _list_in(item: dict[str, Any], key: str) -> list[Any]:
     return value
 
 
+def _same_call(held: dict[str, Any], snapshot: Any) -> bool:
+    """A step.start snapshot naming the call step ``held`` holds: same type and id, and the same name
+    where it names one (a legacy content.start carries only the id)."""
+    return (
+        isinstance(snapshot, dict)
+        and all(snapshot.get(k) == held.get(k) for k in ("type", "id"))
+        and snapshot.get("name") in (None, held.get("name"))
+    )
+
+
 class _Assembler:
     """Streaming assembly for Interactions events, keyed by step (legacy: content) index.
 
@@ -102,7 +112,8 @@ class _Assembler:
     Responses after ``output_item.done``), so one provider contract violation reads the same on
     every API: the call runs on exactly the arguments that were complete at its done event, the ones
     CallReady announced, and nothing received after it can reach the tool. (A ``step.start`` for the
-    index opens the step again, as a ``content_block_start`` does for Anthropic.) A delta for an index
+    index opens the step again when it names the same call; another step there is ``step_index_reused``,
+    malformed, as Anthropic's ``block_index_reused``.) A delta for an index
     no ``step.start`` opened is dropped too, as those adapters drop one for a block or item never
     started: it names no step, and none without a type is made up for the replay (D8)."""
 
@@ -237,8 +248,15 @@ class _Assembler:
                 wrong = "step" if kind == "step.start" else "output"
                 shape = interaction_step(snapshot) if isinstance(snapshot, dict) else f"{wrong}_not_an_object"
                 self._malformed = shape
-            if index not in self._items:
+            held = self._items.get(index)
+            if held is None:
                 insort(self._order, index)
+            elif held.get("type") == "function_call" and not _same_call(held, snapshot):
+                # The index held a call progress announced, and another step starts there: read on, the
+                # call vanished while the other ran (and got no CallStarted). Only the same call (type,
+                # id, name) may open its step again (review round 19, e F3).
+                self._malformed = self._malformed or "step_index_reused"
+                return []
             item = self._items[index] = dict(snapshot) if isinstance(snapshot, dict) else {}
             if item and not self._whole(index, item):
                 return []
