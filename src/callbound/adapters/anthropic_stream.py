@@ -24,7 +24,7 @@ Used by ``anthropic_messages``, whose ``_Assembler`` adds ``finish`` (the turn m
 - Byte caps: tool_use argument text (and an input given whole at the start) counts against
   ``max_call_bytes`` / ``max_response_bytes`` as it comes; everything else held (text, thinking,
   signatures, compactions, citations, server_tool_use / mcp_tool_use ``input_json_delta``, which is no
-  call, and every other block that arrives whole, as compact JSON) counts, all together, against
+  call, and every other block that arrives whole, as its deltas would count it) counts, all together, against
   ``max_body_bytes``: a streamed answer is held to the cap a plain body is.
 - Deltas in the API's compact shape are read from the raw event text without the JSON parser
   (``feed_events``, the fast path of ``callbound.adapters.stream``).
@@ -39,7 +39,7 @@ from typing import Any
 from ..core.arguments import loads_body
 from ..core.model import ProgressCallback
 from ..core.types import ArgumentsProgress, CallReady, CallStarted, ModelTurn, Progress
-from .base import StreamCaps, cap_tripped, compact_json_len, join_fragments, utf8_len
+from .base import StreamCaps, cap_tripped, compact_json_len, held_len, join_fragments, utf8_len
 from .finite import has_non_finite, invalid_json
 from .shapes import anthropic_content
 from .sse import JSON_STRING, RawEvent, simple_event, string_value
@@ -291,11 +291,11 @@ class MessageStream:
     def _whole(self, block: _Block) -> bool:
         """Count a block that arrives whole (``content_block_start``, ``message_start``'s content), as
         its deltas would be counted: a tool_use's input against the argument caps (``{}``, the usual
-        start, counts nothing, so progress bytes stay the deltas'), any other block, as compact JSON,
+        start, counts nothing, so progress bytes stay the deltas'), any other block, as ``held_len``,
         against ``max_body_bytes`` (a redacted_thinking's data, a server tool's result: each event is
         under the cap, but not all of them together). False once a cap tripped (aborted)."""
         if not block.tool_use:
-            return self._hold(compact_json_len(block.base))
+            return self._hold(held_len(block.base))
         given = block.base.get("input")
         size = compact_json_len(given) if given else 0
         if size:

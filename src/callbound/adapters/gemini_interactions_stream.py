@@ -27,6 +27,7 @@ from .base import (
     cap_tripped,
     capped,
     compact_json_len,
+    held_len,
     join_fragments,
     stream_cut_turn,
     too_large_turn,
@@ -194,7 +195,7 @@ class _Assembler:
 
     def _whole(self, index: int, item: dict[str, Any]) -> bool:
         """Count a step.start snapshot: a function_call's arguments given whole against the argument
-        caps (``{}``, the usual start, counts nothing), the rest as compact JSON against
+        caps (``{}``, the usual start, counts nothing), the rest as ``held_len`` against
         ``max_body_bytes``. False once a cap tripped (aborted)."""
         rest = item
         if item.get("type") == "function_call":
@@ -202,7 +203,7 @@ class _Assembler:
             if given and not self._count(index, compact_json_len(given)):
                 return False
             rest = {k: v for k, v in item.items() if k != "arguments"}
-        return self._hold_size(compact_json_len(rest))
+        return self._hold_size(held_len(rest))
 
     def _abort(self, cap: str) -> bool:
         """A byte cap tripped: finish() reports TRUNCATED (``_tripped`` says why). Always False."""

@@ -24,6 +24,7 @@ from .base import (
     capped,
     compact_json_len,
     failure_turn,
+    held_len,
     join_fragments,
     stream_cut_turn,
     too_large_turn,
@@ -307,10 +308,10 @@ class _Assembler:
             return []
         fc = part.get("functionCall")
         # Everything a part holds besides a call's arguments counts against max_body_bytes: its text,
-        # and its other members as compact JSON (a thoughtSignature, inlineData, executableCode, a
+        # and its other members as held_len counts them (a thoughtSignature, inlineData, executableCode, a
         # codeExecutionResult): each chunk is under the cap, but not all of them together.
         rest = {k: v for k, v in part.items() if k not in ("text", "functionCall")}
-        if rest and not self._hold_size(compact_json_len(rest)):
+        if rest and not self._hold_size(held_len(rest)):
             return []
         if not isinstance(fc, dict):
             # A text part with other members (a thoughtSignature: WIRE.md 4.6) is kept whole, on its
