@@ -40,8 +40,9 @@ class StreamCaps:
       over either → TRUNCATED(arguments_too_large), no call runs.
     - ``max_body_bytes``: what callbound holds of one response at once: a plain body, or one stream
       event not yet complete (its data lines and an unfinished line, counted in characters, each at
-      least a byte), and the text a stream has sent in all besides arguments (answer, refusal,
-      reasoning; UTF-8 bytes). Over it the transport stops reading → TRUNCATED(response_too_large), no
+      least a byte), and what a stream has sent in all besides arguments: its text (answer, refusal,
+      reasoning; UTF-8 bytes) and, on Anthropic and Gemini, every other piece it holds (``held_len``;
+      docs/stop-reasons.md). Over it the transport stops reading → TRUNCATED(response_too_large), no
       call runs, not retried: a server that sends one endless line or event, or endless text deltas,
       cannot make callbound buffer it all.
 
