@@ -38,7 +38,7 @@ from ..adapters.stream import StreamFeed
 from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
-from .bodycap import body_cap_hook, was_cut
+from .bodycap import body_cap_hook, decoded_bytes, was_cut
 from .checks import check_client_args, check_key
 
 if TYPE_CHECKING:
@@ -373,8 +373,8 @@ async def stainless_complete(
     """One request through an OpenAI- or Anthropic-style SDK resource (``client.responses``,
     ``client.chat.completions``, ``client.messages``), reading the raw bytes back through
     ``resource.with_streaming_response.create(...)``: ``iter_bytes()`` of a plain body, read up to
-    ``StreamCaps.max_body_bytes``, or of a stream, through callbound's SSE reader (never the SDK's
-    own event parser). SDK exceptions become a ``RawFailure`` (D30): ``APIStatusError`` → "http" with
+    ``StreamCaps.max_body_bytes``, or a stream's bytes (``decoded_bytes``: 64 KiB at a time however
+    compressed), through callbound's SSE reader (never the SDK's own event parser). SDK exceptions become a ``RawFailure`` (D30): ``APIStatusError`` → "http" with
     the status, body bytes and headers; ``APITimeoutError`` → "timeout"; ``APIConnectionError`` →
     "connection"."""
     known, extra = split_kwargs(resource.create, body)
@@ -387,7 +387,7 @@ async def stainless_complete(
             async with resource.with_streaming_response.create(**known, **options) as response:
                 return await feed_stream(
                     adapter,
-                    response.iter_bytes(),
+                    decoded_bytes(response.http_response),
                     model=model,
                     on_progress=on_progress,
                     caps=caps,

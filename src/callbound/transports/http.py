@@ -43,7 +43,7 @@ from . import (
     stamp_sdk_version,
     within_deadline,
 )
-from .bodycap import ERROR_BODY_LIMIT
+from .bodycap import ERROR_BODY_LIMIT, body_cap_hook, decoded_bytes, was_cut
 
 __all__ = ["DEFAULT_BASE_URLS", "INTERACTIONS_API_REVISION", "HttpModel"]
 
@@ -191,9 +191,14 @@ class HttpModel:
         on_progress: ProgressCallback | None,
     ) -> ModelTurn:
         adapter = self._adapter
+        # the hook stops a body at its cap in DECODED bytes before httpx decodes the chunk that passes
+        # it (a gzip bomb; review round 19, f F1); a stream's events are capped by its reader
+        cap = body_cap_hook(None if stream else (self.caps or StreamCaps()).max_body_bytes)
         try:
             async with (
-                httpx.AsyncClient(timeout=httpx.Timeout(timeout), transport=self._transport) as client,
+                httpx.AsyncClient(
+                    timeout=httpx.Timeout(timeout), transport=self._transport, event_hooks={"response": [cap]}
+                ) as client,
                 client.stream("POST", url, content=content, headers=headers) as response,
             ):
                 if not 200 <= response.status_code < 300:
@@ -204,7 +209,7 @@ class HttpModel:
                 if stream:
                     return await feed_stream(
                         adapter,
-                        response.aiter_bytes(),
+                        decoded_bytes(response),
                         model=model,
                         on_progress=on_progress,
                         caps=self.caps,
@@ -214,6 +219,7 @@ class HttpModel:
                     raw = await read_capped(
                         response.aiter_bytes(), (self.caps or StreamCaps()).max_body_bytes
                     )
+                    raw = None if was_cut(response) else raw
                 except _BROKEN as exc:
                     kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
                     return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
@@ -233,6 +239,7 @@ class HttpModel:
 
 async def _read_error_body(response: httpx.Response) -> bytes | None:
     try:
-        return await read_capped(response.aiter_bytes(), ERROR_BODY_LIMIT)
+        raw = await read_capped(response.aiter_bytes(), ERROR_BODY_LIMIT)
     except _BROKEN:  # the status alone must do
         return None
+    return None if was_cut(response) else raw
