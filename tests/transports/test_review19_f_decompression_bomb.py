@@ -202,3 +202,21 @@ async def test_a_gzip_stream_over_the_cap_is_truncated(bomb: Bomb, transport: st
     assert turn.failure is not None
     assert turn.failure.error_code == "max_body_bytes"
     assert (turn.finish.value, turn.reason) == ("TRUNCATED", "response_too_large")
+
+
+def test_an_encoding_the_library_decodes_counts_by_its_decoder_either_way() -> None:
+    """br or zstd are undone by the library's own decoder: httpx's returns bytes, httpx2's yields
+    pieces; both count (an iterator was taken for bytes, and the count fell back to raw bytes)."""
+    from callbound.transports.bodycap import _undo, _Whole
+
+    class Whole:
+        def decode(self, data: bytes) -> bytes:
+            return data * 4
+
+    class Pieces:
+        def decode(self, data: bytes) -> Iterator[bytes]:
+            yield data * 2
+            yield data * 2
+
+    for decoder in (Whole(), Pieces()):
+        assert sum(len(p) for p in _undo([_Whole(decoder)], 0, b"abc")) == 12

@@ -159,13 +159,18 @@ class _Zlib:
 
 
 class _Whole:
-    """Another encoding the library decodes (br, zstd), undone a chunk at a time by its decoder."""
+    """Another encoding the library decodes (br, zstd), undone a chunk at a time by its decoder (httpx
+    returns a chunk's bytes whole, httpx2 yields them in pieces)."""
 
     def __init__(self, decoder: Any) -> None:
         self._decoder = decoder
 
     def pieces(self, data: bytes) -> Iterator[bytes]:
-        yield self._decoder.decode(data)
+        out = self._decoder.decode(data)  # bytes (httpx), or an iterator of bytes (httpx2)
+        if isinstance(out, bytes):
+            yield out
+        else:
+            yield from out
 
 
 def _layers(response: Any) -> list[Any]:
