@@ -25,6 +25,7 @@ from .base import (
     StreamCaps,
     cap_tripped,
     failure_turn,
+    held_len,
     join_fragments,
     over_byte_cap,
     stream_cut_turn,
@@ -132,7 +133,8 @@ class _Assembler(FinalItems):
         self._progress_ids: dict[int, str] = {}  # calls announced with CallStarted
         self._ready: set[int] = set()
         self._total = 0
-        self._held = 0  # UTF-8 bytes of output text and refusal held: against max_body_bytes
+        self._held = 0  # UTF-8 bytes of output text, refusal and whole items held: against max_body_bytes
+        self._whole_bytes: dict[int, int] = {}  # what each done item other than a call or message holds
         self._terminal: dict[str, Any] | None = None
         self._error: dict[str, Any] | None = None
         self._aborted = False
@@ -275,6 +277,15 @@ class _Assembler(FinalItems):
                     # that is another call than the one CallStarted named (``_same_call``).
                     if same and not says_unfinished(item):
                         progress.append(CallReady(self._progress_ids[idx]))
+            elif item.get("type") != "message":
+                # A reasoning, hosted-tool or image item is held whole from here (its deltas are not):
+                # each event is under the cap, but not all of them together, so each counts against
+                # max_body_bytes as Anthropic's and Gemini's pieces given whole do (review round 19).
+                size = held_len(item)
+                self._held += size - self._whole_bytes.get(idx, 0)
+                self._whole_bytes[idx] = size
+                if self._held > self._caps.max_body_bytes:
+                    return self._abort("max_body_bytes")
             self._done[idx] = item
             self._args.pop(idx, None)  # the done item is authoritative; free the fragments
             if self._texts and _has_text(item):
