@@ -220,3 +220,57 @@ def test_an_encoding_the_library_decodes_counts_by_its_decoder_either_way() -> N
 
     for decoder in (Whole(), Pieces()):
         assert sum(len(p) for p in _undo([_Whole(decoder)], 0, b"abc")) == 12
+
+
+# ---- what fits the cap reads as before --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("transport", "api"), ALL)
+async def test_a_small_gzip_error_body_keeps_the_provider_error(bomb: Bomb, transport: str, api: str) -> None:
+    from tests.transports.test_loopback import bad_request
+
+    body, etype, code = bad_request(api)
+    bomb.status, bomb.body = 400, gzip.compress(body)
+    turn, _ = await _turn(transport, api, bomb.root, stream=False)
+    failure = turn.failure
+    assert failure is not None and (failure.status, failure.retryable) == (400, False)
+    for value in (etype, code):
+        if value is not None:
+            assert value in {failure.error_type, failure.error_code}, (value, failure)
+
+
+@pytest.mark.parametrize(("transport", "api"), ALL)
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_a_compressed_2xx_body_under_the_cap_is_the_same_turn(
+    bomb: Bomb, transport: str, api: str, encoding: str
+) -> None:
+    stream = False
+    plain = SCENARIOS[(api, stream)]().first.body
+    bomb.status, bomb.encoding = 200, "identity"
+    bomb.body = plain
+    expected, _ = await _turn(transport, api, bomb.root, stream=stream)
+    bomb.encoding = encoding
+    bomb.body = gzip.compress(plain) if encoding == "gzip" else zlib.compress(plain)
+    turn, _ = await _turn(transport, api, bomb.root, stream=stream)
+    assert expected.failure is None and turn.failure is None
+    assert (turn.finish, turn.calls, turn.raw_sha256) == (
+        expected.finish,
+        expected.calls,
+        expected.raw_sha256,
+    )
+
+
+@pytest.mark.parametrize(("transport", "api"), STREAMS)
+async def test_a_gzip_stream_under_the_cap_is_the_same_turn(bomb: Bomb, transport: str, api: str) -> None:
+    events = SCENARIOS[(api, True)]().first.body
+    bomb.status, bomb.encoding, bomb.content_type = 200, "identity", "text/event-stream"
+    bomb.body = events
+    expected, _ = await _turn(transport, api, bomb.root, stream=True)
+    bomb.encoding, bomb.body = "gzip", gzip.compress(events)
+    turn, _ = await _turn(transport, api, bomb.root, stream=True)
+    assert expected.failure is None and turn.failure is None
+    assert (turn.finish, turn.calls, turn.raw_sha256) == (
+        expected.finish,
+        expected.calls,
+        expected.raw_sha256,
+    )
