@@ -372,9 +372,10 @@ async def stainless_complete(
 ) -> ModelTurn:
     """One request through an OpenAI- or Anthropic-style SDK resource (``client.responses``,
     ``client.chat.completions``, ``client.messages``), reading the raw bytes back through
-    ``resource.with_streaming_response.create(...)``: ``iter_bytes()`` of a plain body, read up to
-    ``StreamCaps.max_body_bytes``, or a stream's bytes (``decoded_bytes``: 64 KiB at a time however
-    compressed), through callbound's SSE reader (never the SDK's own event parser). SDK exceptions become a ``RawFailure`` (D30): ``APIStatusError`` → "http" with
+    ``resource.with_streaming_response.create(...)``: the body's bytes (``decoded_bytes``: 64 KiB at a
+    time however compressed, even over an SDK on httpx, which undoes a received chunk whole), a plain
+    body read up to ``StreamCaps.max_body_bytes``, a stream through callbound's SSE reader (never the
+    SDK's own event parser). SDK exceptions become a ``RawFailure`` (D30): ``APIStatusError`` → "http" with
     the status, body bytes and headers; ``APITimeoutError`` → "timeout"; ``APIConnectionError`` →
     "connection"."""
     known, extra = split_kwargs(resource.create, body)
@@ -396,7 +397,8 @@ async def stainless_complete(
         async with resource.with_streaming_response.create(**known, **options) as response:
             http_response = response.http_response
             try:
-                content = await read_capped(response.iter_bytes(), (caps or StreamCaps()).max_body_bytes)
+                limit = (caps or StreamCaps()).max_body_bytes
+                content = await read_capped(decoded_bytes(http_response), limit)
             except broken as exc:
                 kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
                 return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
