@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import join_fragments, utf8_len
+from .base import held_len, join_fragments, utf8_len
 
 
 def keep(into: dict[str, Any], source: dict[str, Any], skip: frozenset[str]) -> None:
@@ -62,8 +62,9 @@ class Parts:
                     part["text"],
                 )
                 size += utf8_len(part["text"])
-            else:
+            else:  # an image or other part, held whole: counts as Anthropic's and Gemini's pieces do
                 self.add("", part, "")
+                size += held_len(part)
         return size
 
     def content(self) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from .base import (
     StreamCaps,
     cap_tripped,
     compact_json_len,
+    held_len,
     join_fragments,
     stream_cut_turn,
     too_large_turn,
@@ -317,7 +318,7 @@ class _Assembler:
     def _reasoning_details(self, items: list[Any]) -> int:
         """OpenRouter streams ``reasoning_details`` in pieces: consecutive text or summary pieces of
         one index make one detail, as the plain body has it; anything else (encrypted data) is kept
-        as sent. Fragments are joined once, in ``message``. Returns the text's bytes (max_body_bytes)."""
+        as sent. Fragments are joined once, in ``message``. Returns the bytes held (max_body_bytes)."""
         size = 0
         for item in items:
             if not isinstance(item, dict):
@@ -337,12 +338,14 @@ class _Assembler:
                         size += utf8_len(value)
                     elif value is not None:
                         last[name] = value  # e.g. the signature that closes a thinking block
+                        size += held_len({name: value})
                 continue
             detail = {k: v for k, v in item.items() if k not in ("text", "summary") or not isinstance(v, str)}
             self._details.append(detail)
             texts = {k: [v] for k, v in item.items() if k in ("text", "summary") and isinstance(v, str)}
             self._detail_parts.append(texts)
-            size += sum(utf8_len(v[0]) for v in texts.values())
+            # its text, and what else it holds (encrypted data, a signature) as held_len counts it
+            size += sum(utf8_len(v[0]) for v in texts.values()) + held_len(detail)
         return size
 
     def _fragment(
