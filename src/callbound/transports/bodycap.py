@@ -12,7 +12,7 @@ it wraps the response's byte stream in one that ends once the body passes its ca
 the hook reads a byte, and marks the response (``was_cut``). The cut body is then dropped, so the
 turn is the one ``HttpModel`` gives for the same body: ``None`` as the error body, or
 TRUNCATED(response_too_large) for a 2xx body. The connection is closed there, so the server's rest is
-never read. ``HttpModel`` puts the hook on its own client too.
+never read. ``HttpModel`` reads every body through ``decoded_bytes`` instead.
 
 The cap counts the body's DECODED bytes: for a body sent with ``Content-Encoding`` (gzip, deflate, and
 br or zstd where the library decodes them) the hook undoes the encoding itself, alongside, 64 KiB of
@@ -101,7 +101,7 @@ class _Capped:
 
 
 async def decoded_bytes(response: Any) -> AsyncIterator[bytes]:
-    """A stream's body decoded, as ``response.aiter_bytes()``, but in pieces of at most 64 KiB when it
+    """A body (plain or streamed) decoded, as ``response.aiter_bytes()``, but in pieces of at most 64 KiB when it
     has a content-encoding: httpx undoes a received chunk whole, so 64 KiB of gzip came as one piece
     of 64 MiB, held before the stream's caps could see any of it (review round 19, f F1). Bytes that
     do not match their encoding raise the library's ``DecodingError``, as ``aiter_bytes`` does."""

@@ -43,7 +43,7 @@ from . import (
     stamp_sdk_version,
     within_deadline,
 )
-from .bodycap import ERROR_BODY_LIMIT, body_cap_hook, decoded_bytes, was_cut
+from .bodycap import ERROR_BODY_LIMIT, decoded_bytes
 
 __all__ = ["DEFAULT_BASE_URLS", "INTERACTIONS_API_REVISION", "HttpModel"]
 
@@ -191,14 +191,11 @@ class HttpModel:
         on_progress: ProgressCallback | None,
     ) -> ModelTurn:
         adapter = self._adapter
-        # the hook stops a body at its cap in DECODED bytes before httpx decodes the chunk that passes
-        # it (a gzip bomb; review round 19, f F1); a stream's events are capped by its reader
-        cap = body_cap_hook(None if stream else (self.caps or StreamCaps()).max_body_bytes)
+        # every body is read through decoded_bytes: 64 KiB pieces however compressed, so a read stops
+        # at its cap in DECODED bytes having held about that much (a gzip bomb; review round 19, f F1)
         try:
             async with (
-                httpx.AsyncClient(
-                    timeout=httpx.Timeout(timeout), transport=self._transport, event_hooks={"response": [cap]}
-                ) as client,
+                httpx.AsyncClient(timeout=httpx.Timeout(timeout), transport=self._transport) as client,
                 client.stream("POST", url, content=content, headers=headers) as response,
             ):
                 if not 200 <= response.status_code < 300:
@@ -217,9 +214,8 @@ class HttpModel:
                     )
                 try:
                     raw = await read_capped(
-                        response.aiter_bytes(), (self.caps or StreamCaps()).max_body_bytes
+                        decoded_bytes(response), (self.caps or StreamCaps()).max_body_bytes
                     )
-                    raw = None if was_cut(response) else raw
                 except _BROKEN as exc:
                     kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
                     return adapter.map_error(RawFailure(kind, None, None, {}), model=model)
@@ -239,7 +235,6 @@ class HttpModel:
 
 async def _read_error_body(response: httpx.Response) -> bytes | None:
     try:
-        raw = await read_capped(response.aiter_bytes(), ERROR_BODY_LIMIT)
+        return await read_capped(decoded_bytes(response), ERROR_BODY_LIMIT)
     except _BROKEN:  # the status alone must do
         return None
-    return None if was_cut(response) else raw
