@@ -101,9 +101,9 @@ class _Capped:
 
 
 async def decoded_bytes(response: Any) -> AsyncIterator[bytes]:
-    """A body (plain or streamed) decoded, as ``response.aiter_bytes()``, but in pieces of at most 64 KiB when it
-    has a content-encoding: httpx undoes a received chunk whole, so 64 KiB of gzip came as one piece
-    of 64 MiB, held before the stream's caps could see any of it (review round 19, f F1). Bytes that
+    """A body (plain or streamed) decoded, as ``response.aiter_bytes()``, but in pieces of at most
+    64 KiB when it has a content-encoding: httpx undoes a received chunk whole, so 64 KiB of gzip came
+    as one piece of 64 MiB, held before any cap could see it (review round 19, f F1). Bytes that
     do not match their encoding raise the library's ``DecodingError``, as ``aiter_bytes`` does."""
     layers = _layers(response)
     if not layers:
