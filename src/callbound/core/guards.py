@@ -40,6 +40,14 @@ def _checked_cost(value: Any, saved: bool) -> Decimal:
     return cost
 
 
+def _seconds(value: float) -> float:
+    """``value`` as the float the deadline arithmetic uses; NaN for an int no float can hold."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.nan
+
+
 # The least value of each integer field. 0 means something only for max_retries (no retries, D26):
 # as any other limit it ends or refuses everything at once (max_model_turns=0 stops every run before
 # its first request, max_tool_calls=0 refuses every call, max_result_bytes=0 makes every result
@@ -97,8 +105,12 @@ class Budgets:
                 continue
             real = isinstance(value, int | float) and not isinstance(value, bool)
             if name == "deadline_s":
-                # also rejects NaN; 0 s of active time stops every run before its first request
-                if not real or not (0 <= value < math.inf if saved else 0 < value < math.inf):
+                # also rejects NaN; 0 s of active time stops every run before its first request. An
+                # int is compared with inf exactly, so 10**400 passed and then raised OverflowError out
+                # of run() where the time left is a float (remaining_s, D4): it must be one.
+                if not real or not (
+                    0 <= _seconds(value) < math.inf if saved else 0 < _seconds(value) < math.inf
+                ):
                     raise UsageError(
                         f"Budgets.deadline_s must be a finite number of seconds > 0, not {value!r}"
                     )
