@@ -133,6 +133,9 @@ _ARGS_DECODER = json.JSONDecoder(
 )
 
 
+_JSON_WHITESPACE = " \t\n\r"  # RFC 8259 section 2
+
+
 def parse_arguments(raw: str | dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
     """Return ``(arguments, None)`` or ``(None, why)``. Never raises for bad input.
 
@@ -149,7 +152,9 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> tuple[dict[str, Any] | 
         return dict(raw), None
     if not isinstance(raw, str):
         return None, f"arguments must be a JSON object, got {type(raw).__name__}"
-    if raw.strip() == "":
+    if raw.strip(_JSON_WHITESPACE) == "":
+        # JSON's own whitespace only: str.strip() also took a no-break space, U+2028 or a control
+        # character such as \x1c for "nothing sent", turning text no JSON parser reads into {} (D5)
         return {}, None
     try:
         value = _ARGS_DECODER.decode(_no_bom(raw))
