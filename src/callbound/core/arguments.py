@@ -149,6 +149,10 @@ def parse_arguments(raw: str | dict[str, Any] | None) -> tuple[dict[str, Any] | 
             _check_value(raw, "")
         except ArgumentsError as exc:
             return None, str(exc)
+        except RecursionError:
+            # an object nested deeper than the stack allows: the string path says "invalid JSON" for
+            # the same depth; this one raised out of planning (D4)
+            return None, "arguments are nested too deeply"
         return dict(raw), None
     if not isinstance(raw, str):
         return None, f"arguments must be a JSON object, got {type(raw).__name__}"

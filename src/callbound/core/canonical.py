@@ -192,22 +192,38 @@ def _to_bytes(text: str) -> bytes:
         ) from exc
 
 
+def _too_deep() -> CanonicalizationError:
+    return CanonicalizationError(
+        "value is nested too deeply for the stack (or contains itself) to be written as JSON"
+    )
+
+
 def canonical_json(value: Any) -> str:
-    """Return the RFC 8785 text of ``value``; raise ``CanonicalizationError`` where it has none."""
-    if _fast_ok(value):
-        text: str = _dumps(value)
-        _to_bytes(text)
-        return text
-    out: list[str] = []
-    _encode(value, out)
+    """Return the RFC 8785 text of ``value``; raise ``CanonicalizationError`` where it has none.
+
+    A value nested deeper than the stack allows, or one that contains itself, is such a value: it
+    raised RecursionError, which callers that handle CanonicalizationError let escape (D4, D6)."""
+    try:
+        if _fast_ok(value):
+            text: str = _dumps(value)
+            _to_bytes(text)
+            return text
+        out: list[str] = []
+        _encode(value, out)
+    except RecursionError:
+        raise _too_deep() from None
     return "".join(out)
 
 
 def canonical_bytes(value: Any) -> bytes:
-    if _fast_ok(value):
-        return _to_bytes(_dumps(value))
-    out: list[str] = []
-    _encode(value, out)
+    """``canonical_json(value)`` as UTF-8."""
+    try:
+        if _fast_ok(value):
+            return _to_bytes(_dumps(value))
+        out: list[str] = []
+        _encode(value, out)
+    except RecursionError:
+        raise _too_deep() from None
     return "".join(out).encode("utf-8")
 
 
@@ -286,7 +302,11 @@ def canonical_json_sha256_str_keys(value: Any) -> tuple[str, str]:
     ±(2^53-1), a value with no canonical form."""
     try:
         text = _dumps(value)
-    except (TypeError, ValueError):  # not JSON, or NaN/Infinity: the exact path says why
+    except (
+        TypeError,
+        ValueError,
+        RecursionError,
+    ):  # not JSON, NaN/Infinity, too deep: the exact path says why
         canonical_json(value)  # raises CanonicalizationError for every value the encoder refuses
         raise  # pragma: no cover - the encoder's own error, should the exact path ever accept one
     data = _to_bytes(text)
