@@ -63,11 +63,15 @@ INTERACTIONS_API_REVISION = "2026-05-20"
 # not a TransportError, hence named here.
 _BROKEN: tuple[type[Exception], ...] = (httpx.TransportError, httpx.StreamError, httpx.DecodingError)
 
+# The APIs whose request body names the model (gemini-generate names it in the URL).
+_MODEL_IN_BODY = frozenset({"openai-responses", "openai-chat", "anthropic-messages", "gemini-interactions"})
+
 
 class HttpModel:
     """A ``ModelClient`` over raw httpx. ``base_url`` is the server root (no ``/v1``); ``api_key``
     defaults to the SDKs' usual environment variable; ``model`` is required for gemini-generate (the
-    model is part of the URL) and is otherwise taken from the body; ``timeout_s`` caps each phase of
+    model is part of the URL) and otherwise goes in a body that names none (a body's own model wins),
+    as over the SDK clients; ``timeout_s`` caps each phase of
     every request (connect, every read, write) in addition to the remaining deadline, which also
     bounds the request as a whole; ``headers`` are added to every request."""
 
@@ -165,6 +169,11 @@ class HttpModel:
         meta: RequestMeta,
         on_progress: ProgressCallback | None = None,
     ) -> ModelTurn:
+        # as the SDK clients do: HttpModel(model=...) names the model of a body without one (the API
+        # answered 400 "model required", a fatal failure, while OpenAIModel filled it in); an
+        # Interactions body naming an agent instead keeps it alone
+        if self.model and self.api in _MODEL_IN_BODY and not body.get("model") and not body.get("agent"):
+            body = {**body, "model": self.model}
         url = self.url(body, stream=stream)
         headers = self.request_headers(stream=stream)
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
@@ -174,7 +183,9 @@ class HttpModel:
             # a lone surrogate (a provider's unpaired \ud800, carried back as received, D8) has no UTF-8
             # form: sent as the JSON escape it came as, with the rest of the body escaped alike
             content = json.dumps(body, separators=(",", ":")).encode("ascii")
-        model = self._model_name(body)
+        # the model the request names: the body's, where the body carries it (as the SDK clients read it)
+        sent = body.get("model") if self.api in _MODEL_IN_BODY else self._model_name(body)
+        model = sent if isinstance(sent, str) else None
         timeout = effective_timeout(meta.timeout_s, self.timeout_s)
         request = self._send(url, headers, content, stream, model, timeout, on_progress)
         turn = await within_deadline(self._adapter, request, meta.timeout_s, model=model)
