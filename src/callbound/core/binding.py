@@ -164,7 +164,10 @@ def verify_binding(envelope: ResultEnvelope, trusted: TrustedCall) -> str:
         # Fix: an altered model_result with no canonical form (NaN, a lone surrogate) raised
         # CanonicalizationError here instead of the BindingMismatch the runner handles (D4).
         raise BindingMismatch(f"result for call {trusted.call_id!r} cannot be hashed: {exc}") from exc
-    got = envelope.protected_audit.get("call_binding_sha256")
+    # An audit record that is not an object (a row edited to a list or null) raised AttributeError,
+    # which the runner does not handle as an integrity failure (D4): it binds nothing.
+    audit = envelope.protected_audit
+    got = audit.get("call_binding_sha256") if isinstance(audit, dict) else None
     # Fix: hmac.compare_digest raises TypeError on a non-ASCII str, so a tampered binding such as "é"
     # escaped as TypeError instead of BindingMismatch. Compare bytes.
     if not isinstance(got, str) or not hmac.compare_digest(expected.encode(), got.encode("utf-8", "replace")):
@@ -199,6 +202,12 @@ class CorrelationTable:
         by_key: dict[tuple[str, str], ResultEnvelope] = {}
         for env in envelopes:
             key = (env.response_id, env.call_id)
+            if not (isinstance(key[0], str) and isinstance(key[1], str)):
+                # an id edited into a list or an object raised TypeError (unhashable) out of the lookup
+                raise CorrelationError(
+                    f"result whose response id ({type(key[0]).__name__}) or call id "
+                    f"({type(key[1]).__name__}) is not text; it answers no proposed call"
+                )
             if key not in self._expected:
                 raise CorrelationError(f"result for unknown call {key[1]!r} of response {key[0]!r}")
             if key in by_key:
