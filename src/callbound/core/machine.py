@@ -20,9 +20,13 @@ class Machine:
     def terminal(self) -> bool:
         return self.state in TERMINAL
 
-    def move(self, target: State, at: datetime, cause: str, **details: Any) -> Transition:
-        """Move through the table or raise ``IllegalTransition``; record (state, time, cause)."""
+    def move(self, target: State | str, at: datetime, cause: str, **details: Any) -> Transition:
+        """Move through the table or raise ``IllegalTransition``; record (state, time, cause). A state
+        may be named by its string: it is kept as the ``State`` (a str left the machine in a state that
+        is no State, and failed before recording the move)."""
         check_transition(self.state, target, cause)
+        if type(target) is not State:
+            target = State(target)
         self.state = target
         t = Transition(
             target._value_, at, cause, details

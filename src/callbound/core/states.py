@@ -90,10 +90,16 @@ TERMINAL: frozenset[State] = frozenset(s for s, targets in TRANSITIONS.items() i
 INITIAL: State = S.MODEL_REQUESTED
 
 
-def check_transition(source: State, target: State, cause: str = "") -> None:
-    """Raise ``IllegalTransition`` unless the table allows ``source -> target``."""
-    if target not in TRANSITIONS[source]:
-        raise IllegalTransition(source.value, target.value, cause)
+def check_transition(source: State | str, target: State | str, cause: str = "") -> None:
+    """Raise ``IllegalTransition`` unless the table allows ``source -> target``. A state's name is
+    that state (``State`` values compare equal to their names); anything else names no state, so no
+    move to or from it is legal. Either raised AttributeError or KeyError instead."""
+    try:
+        allowed = target in TRANSITIONS[source]  # type: ignore[index]
+    except (KeyError, TypeError):  # no such state, or not even hashable
+        allowed = False
+    if not allowed:
+        raise IllegalTransition(str(source), str(target), cause)
 
 
 def mermaid_diagram() -> str:
