@@ -13,6 +13,7 @@ import functools
 import inspect
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -95,6 +96,7 @@ def discard_awaitable(value: Any) -> bool:
 
 
 _VALID_RISKS = ("read", "write", "irreversible")
+_MAX_FLOAT_INT = int(sys.float_info.max)  # the largest int a float holds (exactly)
 # A name every provider accepts, as a ToolSpec may be offered through any adapter: OpenAI and Anthropic
 # take ^[a-zA-Z0-9_-]{1,64}$, Gemini the same but starting with a letter or an underscore. Refused here,
 # a bad name is a UsageError at startup rather than a provider's 400 on the first request.
@@ -214,6 +216,13 @@ class ToolSpec:
                 also = ", or None" if optional else ""
                 raise UsageError(
                     f"ToolSpec {self.name!r}: {name} must be an integer >= 1{also}, not {value!r}"
+                )
+            if name == "timeout_ms" and value > _MAX_FLOAT_INT:
+                # the handler's timeout is the float timeout_ms / 1000: 10**400 raised OverflowError
+                # out of run() at the first call (D4)
+                raise UsageError(
+                    f"ToolSpec {self.name!r}: timeout_ms must be a number of milliseconds a float can "
+                    f"hold (at most about 1.8e308), not an integer of {len(str(value))} digits"
                 )
         if not isinstance(self.schema_version, str) or not self.schema_version.strip():
             # hashed into bindings and approval digests, and compared as text on resume

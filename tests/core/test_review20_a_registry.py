@@ -1,0 +1,47 @@
+"""ToolSpec limits at their edges (issue 2 §3); review round 20 (a)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from callbound.core.errors import UsageError
+from callbound.core.registry import CallContext, ToolSpec
+
+LARGEST = int(sys.float_info.max)
+
+
+class Params(BaseModel):
+    x: int
+
+
+def handler(args: Any, ctx: CallContext) -> None:
+    return None
+
+
+@pytest.mark.parametrize("timeout_ms", [LARGEST + 1, 10**309, 10**400])
+def test_a_timeout_no_float_can_hold_is_a_usage_error(timeout_ms: int) -> None:
+    # It was accepted, and the handler's timeout (timeout_ms / 1000.0) raised OverflowError out of
+    # run() at the tool's first call.
+    with pytest.raises(UsageError, match="timeout_ms"):
+        ToolSpec("t", "d", Params, handler, "t-v1", timeout_ms=timeout_ms)
+
+
+@pytest.mark.parametrize("timeout_ms", [1, 10**30, LARGEST])
+def test_any_timeout_a_float_holds_is_kept(timeout_ms: int) -> None:
+    spec = ToolSpec("t", "d", Params, handler, "t-v1", timeout_ms=timeout_ms)
+    assert spec.timeout_ms == timeout_ms
+    assert spec.timeout_ms / 1000.0 > 0
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 1.0, "10", None])
+def test_other_timeouts_are_refused_as_before(value: Any) -> None:
+    with pytest.raises(UsageError, match="timeout_ms must be an integer >= 1"):
+        ToolSpec("t", "d", Params, handler, "t-v1", timeout_ms=value)
+
+
+def test_a_result_cap_is_an_int_compare_and_may_be_any_size() -> None:
+    assert ToolSpec("t", "d", Params, handler, "t-v1", max_result_bytes=10**400).max_result_bytes == 10**400
