@@ -39,7 +39,9 @@ def format_number(value: int | float) -> str:
         raise CanonicalizationError("bool is not a number")
     if isinstance(value, int):
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            return str(value)
+            # int's own text: str() of an int subclass is its own (a ``class Status(int, Enum)`` member
+            # wrote ``Status.OK``, not JSON, into the result sent to the model and hashed)
+            return int.__repr__(value)
         raise CanonicalizationError(
             f"integer {value} is outside ±(2^53-1) and has no exact JSON number representation"
         )
