@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 import callbound as cb
 from callbound.demo.payments import FakePayments
+from callbound.demo.refund import SCENARIOS
 from callbound.testing import ScriptedModel
 from tests.recordings import REPO_ROOT
 
@@ -207,3 +208,15 @@ def test_a_decimal_or_datetime_result_reaches_the_model_as_handler_error(value: 
         json.loads(i["output"]) for i in model.requests[1]["input"] if i.get("type") == "function_call_output"
     ]
     assert [r["error"]["code"] for r in sent] == ["HANDLER_ERROR"]
+
+
+def test_the_readme_says_how_each_demo_scenario_ends() -> None:
+    """README: `demo` exits 0 when "the scenario ended as documented"; the ends were in the shared
+    design's D28 table only, outside the repository. Its table must be the demo's own (SCENARIOS, which
+    tests/cli/test_demo.py runs through the console script)."""
+    text = README.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z-]+)` \| `([A-Z_]+)`(?: \(`([A-Z_]+)`\))?", text, re.M)
+    documented = {scenario: (state, reason or None) for scenario, state, reason in rows}
+    synopsis = re.findall(r"--scenario ([a-z|-]+)\]", text)[0].split("|")
+    assert documented == SCENARIOS
+    assert synopsis == list(SCENARIOS)
