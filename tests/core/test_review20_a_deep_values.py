@@ -95,3 +95,11 @@ def test_planning_a_call_with_such_arguments_rejects_it() -> None:
     assert isinstance(item, Reject)
     assert item.code == INVALID_ARGUMENTS
     assert "nested too deeply" in item.message
+
+
+def test_items_too_deep_have_no_digest_rather_than_raising() -> None:
+    from callbound.core.audit import items_digest
+
+    assert items_digest([nested(50_000)]) is None
+    assert items_digest([cyclic_dict()]) is None
+    assert items_digest([nested(100)]) is not None

@@ -153,9 +153,10 @@ def audit_entries(events: Sequence[AuditEvent]) -> list[AuditEntry]:
 def items_digest(items: Sequence[Any]) -> str | None:
     """Digest of transcript items, the same for the values any store gives back: stores keep
     documents as JSON text, which loads back equal, and sorted keys make the text independent of key
-    order. None where the items have no JSON form (no store could save them either)."""
+    order. None where the items have no JSON form (no store could save them either), nested too
+    deeply for the stack included."""
     try:
         text = _ITEMS_JSON.encode(items)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nested deeper than the stack
         return None
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
