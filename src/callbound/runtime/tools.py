@@ -204,8 +204,10 @@ class ToolExecutor:
         if isinstance(exc, NotApplied):
             return HandlerOutcome("not_applied", message=_safe_message(exc))
         if isinstance(exc, Exception):
-            return HandlerOutcome("error", message=_safe_message(exc))
-        raise exc  # KeyboardInterrupt, SystemExit, other BaseExceptions: not the tool's outcome
+            return HandlerOutcome(
+                "error", message=_safe_message(SystemExit() if isinstance(exc, _Exited) else exc)
+            )
+        raise exc  # KeyboardInterrupt, other BaseExceptions: not the tool's outcome
 
     async def _run_sync(
         self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: _Slot | None
@@ -271,11 +273,11 @@ class ToolExecutor:
             return _returned(value)
         if isinstance(exc, NotApplied):
             return HandlerOutcome("not_applied", message=_safe_message(exc))
-        if isinstance(exc, Exception | asyncio.CancelledError):
+        if isinstance(exc, Exception | asyncio.CancelledError | SystemExit):
             # a CancelledError from a thread is the handler's own (its own event loop, a future it
-            # waited on): this run was not cancelled
+            # waited on): this run was not cancelled; so is a SystemExit (sys.exit() in code it calls)
             return HandlerOutcome("error", message=_safe_message(exc))
-        raise exc  # KeyboardInterrupt, SystemExit: not the tool's outcome to report
+        raise exc  # KeyboardInterrupt: not the tool's outcome to report
 
 
 # Sync handlers whose run was cancelled while their threads went on, by operation: see lingering().
@@ -369,7 +371,16 @@ def abandon_tasks(tasks: set[asyncio.Task[Any]]) -> None:
 
 
 async def _invoke(handler: Callable[..., Any], args: Any, ctx: CallContext) -> Any:
-    return await handler(args, ctx)  # the call itself inside the task: what it raises is the task's
+    try:
+        return await handler(args, ctx)  # the call itself inside the task: what it raises is the task's
+    except SystemExit as exc:
+        # sys.exit() in code the tool calls (a wrapped CLI) is its failure, as in a thread: left to the
+        # task, asyncio stopped the event loop with it and run() raised it (issue 2 §3, D4, D16)
+        raise _Exited from exc
+
+
+class _Exited(Exception):
+    """A handler's SystemExit, carried out of its task as an ordinary failure."""
 
 
 class _TaskHold:
