@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.binding import TrustedCall, make_envelope
-from ..core.canonical import canonical_bytes
 from ..core.dispatch import (
     HANDLER_ERROR,
     IN_PROGRESS,
@@ -24,18 +24,21 @@ from ..core.dispatch import (
     TIMEOUT,
     UNKNOWN_TOOL,
 )
-from ..core.guards import identical_allowed, result_cap
+from ..core.guards import identical_allowed
 from ..core.idempotency import PURGED_APPLIED, LedgerAction, LedgerEntry, LedgerStatus, decide, run_key
 from ..core.registry import ToolSpec, is_async_callable
 from ..core.snapshot import envelope_to_dict
 from ..core.types import ModelTurn, ToolCall, error_result, ok_result
+from .call_values import count_run as _count_run
+from .call_values import replayed as _replayed
+from .call_values import result_for as _result_for
 from .claims import Claim
 from .claims import held_elsewhere as _held_elsewhere
 from .claims import queue as _ledger
 from .crash import crash_point, ledger_disabled
 from .operation import DONE, PLANNED, RUNNING, UNKNOWN, CallRecord, Operation
 from .repeats import TurnRuns
-from .tools import HandlerOutcome, json_result, linger_for, turn_slots
+from .tools import HandlerOutcome, linger_for, turn_slots
 from .turn_deadline import (
     ReadGate,
     ctx_for,
@@ -47,6 +50,8 @@ from .turn_deadline import (
 
 if TYPE_CHECKING:
     from .runner import Runner
+
+log = logging.getLogger("callbound.runtime")
 
 
 def trusted_for(
@@ -122,39 +127,6 @@ def refuse(
 ) -> None:
     """Seal a call that does not run with an error envelope for the model (``code``, ``message``)."""
     seal(runner, op, turn, rec, spec, error_result(code, message))
-
-
-def _result_for(spec: ToolSpec, op: Operation, value: Any) -> tuple[dict[str, Any], Any]:
-    """(model_result, output). Enforces the result-size cap (D11) on the canonical JSON, under the
-    budgets saved with the operation, like every other guard (not the resuming runner's)."""
-    try:
-        # Returned pydantic models are dumped here: user code (a computed field, a custom serializer)
-        # may raise anything, which must become an envelope, never escape the loop (D4).
-        data, size = json_result(value)
-    except Exception:  # CanonicalizationError, PydanticSerializationError, a computed field's error
-        applied = " The effect was applied." if spec.is_write else ""
-        return error_result(HANDLER_ERROR, "the tool returned a value that is not JSON." + applied), None
-    cap = result_cap(op.budgets, spec.max_result_bytes)
-    if size > cap:
-        return _too_large(size, cap, spec.is_write), data
-    return ok_result(data), data
-
-
-def _too_large(size: int, cap: int, applied: bool) -> dict[str, Any]:
-    """D11's envelope; ``audit verify`` reads the size back from a replayed one (verify._TOO_LARGE)."""
-    also = " The effect was applied; do not repeat the call." if applied else ""
-    return error_result(RESULT_TOO_LARGE, f"the result is {size} bytes, over the {cap}-byte limit." + also)
-
-
-def _replayed(op: Operation, spec: ToolSpec | None, recorded: dict[str, Any]) -> dict[str, Any]:
-    """A result the ledger replays (D13 (1)) under this operation's cap (D11): it was recorded under the
-    budgets and tool of the operation that ran the effect, which may have allowed more. Over the cap,
-    the model is told the effect was applied, as when the handler's own result is too large."""
-    if recorded.get("ok") is not True:
-        return recorded
-    cap = result_cap(op.budgets, spec.max_result_bytes if spec is not None else None)
-    size = len(canonical_bytes(recorded.get("data")))
-    return recorded if size <= cap else _too_large(size, cap, applied=True)
 
 
 async def run_turn(runner: Runner, op: Operation, flush: Callable[[], Awaitable[None]]) -> None:
@@ -292,12 +264,6 @@ def _approval_lapsed(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRe
     return True
 
 
-def _count_run(op: Operation, rec: CallRecord, spec: ToolSpec, args: Any = None) -> None:
-    key = run_key(spec, rec.arguments_json, args)
-    op.spent.identical[key] = op.spent.identical.get(key, 0) + 1
-    rec.identical_key = key
-
-
 async def _run_read(
     runner: Runner,
     op: Operation,
@@ -406,7 +372,12 @@ async def _reconcile(
             ),
         )
         return True
-    if checked.kind != "ok":  # LookupError, any other failure, or no answer in time: cannot tell
+    if checked.kind != "ok" or checked.value is None:
+        # LookupError, any other failure, no answer in time; or None, which a lookup that found nothing
+        # returns as readily as a bare "applied" (``return payments.lookup(key)``): read as applied, a
+        # refund that never happened was told to the model as done and never run (D16: not guessed)
+        if checked.kind == "ok":
+            log.warning("%s's reconcile returned None: return the result, or raise NotApplied", spec.name)
         rec.status = UNKNOWN
         return False
     model_result, output = _result_for(spec, op, checked.value)

@@ -289,7 +289,7 @@ def _capped_replay(model_result: dict[str, Any]) -> bool:
 
 
 def _size_told_truly(model_result: dict[str, Any], recorded: dict[str, Any]) -> bool:
-    """A replay over the cap (execute._replayed) names the recorded result's canonical size, which must
+    """A replay over the cap (call_values.replayed) names the recorded result's canonical size, which must
     be over the cap it names."""
     found = _TOO_LARGE.match(str(model_result["error"].get("message", "")))
     if found is None or recorded.get("ok") is not True:
