@@ -129,3 +129,54 @@ def test_the_model_is_sent_json_for_a_result_holding_such_a_member() -> None:
     assert outcome.state == "COMPLETED"
     sent = [i["output"] for i in model.requests[1]["input"] if i.get("type") == "function_call_output"]
     assert [json.loads(s) for s in sent] == [{"ok": True, "data": {"order_id": "A1", "status": 3}}]
+
+
+json_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=4)
+)
+json_values = st.recursive(
+    json_leaves,
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=3), children, max_size=3
+        )
+    ),
+    max_leaves=10,
+)
+
+
+def json_equal_form(value: Any) -> Any:
+    """What JSON says is the same value: true is not 1, 1 is 1.0, -0.0 is 0, key order is nothing."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, int | float):
+        return ("number", float(value))
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        return ("array", tuple(json_equal_form(v) for v in value))
+    return ("object", frozenset((k, json_equal_form(v)) for k, v in value.items()))
+
+
+def reordered(value: Any) -> Any:
+    if isinstance(value, list):
+        return [reordered(v) for v in value]
+    if isinstance(value, dict):
+        return {k: reordered(value[k]) for k in reversed(list(value))}
+    return value
+
+
+@given(json_values, json_values)
+def test_canonical_text_is_equal_exactly_for_equal_json(a: Any, b: Any) -> None:
+    assert (canonical_json(a) == canonical_json(b)) == (json_equal_form(a) == json_equal_form(b))
+
+
+@given(json_values)
+def test_canonical_text_ignores_key_order_at_every_depth(value: Any) -> None:
+    assert canonical_json(reordered(value)) == canonical_json(value)
+    assert canonical_sha256(reordered(value)) == canonical_sha256(value)
