@@ -23,7 +23,8 @@ What google-genai can and cannot hand back raw:
   requests go over raw httpx (``HttpModel``, with ``Api-Revision``).
 
 Turns made over httpx record ``httpx/<version>`` as their client; SDK turns ``google-genai/<version>``.
-``APIError`` becomes ``RawFailure("http", code, body, headers)``; connection errors and timeouts
+``APIError`` becomes ``RawFailure("http", code, body, headers)``, except for a 2xx other than 200 (google-genai
+raises for it), which is read as the answer, as ``HttpModel`` reads it; connection errors and timeouts
 become ``RawFailure("connection")`` / ``RawFailure("timeout")`` (D30). The key comes from
 ``GOOGLE_API_KEY`` or else ``GEMINI_API_KEY`` unless given (google-genai's order).
 """
@@ -215,7 +216,10 @@ class GeminiModel:
         try:
             await client.aio.models.generate_content(model=model, contents=".", config=config)
         except errors.APIError as exc:
-            return self._adapter.map_error(_api_error_failure(exc), model=model)
+            # google-genai takes any status but 200 for an error; another 2xx (a proxy's 203, say) is an
+            # answer, read as HttpModel reads it
+            if not (received and 200 <= received[-1].status_code < 300):
+                return self._adapter.map_error(_api_error_failure(exc), model=model)
         except broken as exc:
             kind = "timeout" if "timeout" in type(exc).__name__.lower() else "connection"
             return self._adapter.map_error(RawFailure(kind, None, None, {}), model=model)
