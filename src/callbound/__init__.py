@@ -1,7 +1,9 @@
 """callbound: run LLM tool-calling loops safely, for any provider.
 
-Importing this package loads the core, the runtime and pydantic only: no provider SDK, CLI or
-database driver (D30).
+Importing this package loads the core and pydantic only: no provider SDK, CLI or database driver
+(D30). The runtime (asyncio, threads) loads on first use of a name it defines: ``Runner``,
+``Outcome``, ``Policy``, ``Price``, ``ToolError`` and ``ApproverNotAllowed``. docs/reference.md
+documents every name of ``__all__`` with the errors it raises.
 """
 
 from __future__ import annotations
