@@ -241,6 +241,7 @@ def _phase(
     variant: str,
     kill: str | None,
     unsafe: bool = False,
+    crash_at: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     env = {
         k: v
@@ -251,6 +252,8 @@ def _phase(
         env[KILL] = kill
     if unsafe:
         env["CALLBOUND_UNSAFE_NO_LEDGER"] = "1"
+    if crash_at:
+        env["CALLBOUND_CRASH_AT"] = crash_at  # a named crash point of the library (D22)
     args = [sys.executable, "-m", "tests.durability.test_review20_d_commit_kills"]
     args += [store_url, downstream, op_id, name, variant]
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
@@ -344,6 +347,39 @@ def test_a_kill_at_any_commit_runs_each_effect_once(
 ) -> None:
     cells = _sweep(store_kind, variant, in_phase, tmp_path)
     assert cells >= 4  # the phase's commits were reached and killed at, each before and after
+
+
+@pytest.mark.slow
+def test_a_second_kill_while_recovering_a_refund_runs_it_once(tmp_path: Path) -> None:
+    """The refund applied downstream, the process killed before its result commit; the process that
+    recovers it (its reconcile takes the entry over, finds the refund, records it) is killed in turn at
+    each of its commits, before and after; a third resumes. Still one refund, none lost (D16, D18)."""
+    n = 0
+    while True:
+        n += 1
+        for when in ("before", "after"):
+            cell = tmp_path / f"{when}-{n}"
+            cell.mkdir()
+            store_url, downstream = store_urls("sqlite", cell), str(cell / "downstream.db")
+            op_id = f"op_twice_{when}_{n}"
+            label = f"second kill {when} commit {n} of the recovery"
+            r = _phase(store_url, downstream, op_id, "run", "plain", None)
+            assert r.returncode == 0, r.stderr[-3000:]
+            first = "after_effect_before_result_commit:submit_refund"
+            r = _phase(store_url, downstream, op_id, "resume", "plain", None, crash_at=first)
+            assert r.returncode == -signal.SIGKILL, f"{label}: the refund's crash point was not reached"
+            assert len(_rows(downstream)) == 3  # draft, note and the refund: applied, not recorded
+            r = _phase(store_url, downstream, op_id, "resume", "plain", f"{when}:{n}")
+            killed = r.returncode == -signal.SIGKILL
+            if killed:
+                r = _phase(store_url, downstream, op_id, "resume", "plain", None)
+            assert r.returncode == 0, f"{label}: {r.stderr[-3000:]}"
+            last = json.loads(r.stdout.strip().splitlines()[-1])
+            assert last == {"state": "COMPLETED", "reason": None}, f"{label}: {last}"
+            _check(store_url, downstream, op_id, label)
+            if not killed:
+                assert n > 2, f"{label}: the recovery committed less than it must"
+                return
 
 
 @pytest.mark.slow
