@@ -39,6 +39,10 @@ IN_PROGRESS = "IN_PROGRESS"
 
 PolicyAuthorize = Callable[[ToolSpec, Any, CallContext], bool]
 
+# The longest text (UTF-8 bytes) ToolSpec.intent_key may name an intent by: every store can key its
+# ledger by it, beside a tenant.
+MAX_INTENT_KEY_BYTES = 1024
+
 
 @dataclass(frozen=True, slots=True)
 class Execute:
@@ -262,7 +266,11 @@ def plan_call(
                 # The key is hashed into the audit chain and bound in SQL: a lone surrogate (text
                 # decoded with surrogateescape) raised UnicodeEncodeError out of run() (D4). Such a
                 # key names no intent: rejected like a hook that raised, before anything runs.
-                named.encode("utf-8")
+                if len(named.encode("utf-8")) > MAX_INTENT_KEY_BYTES:
+                    # PostgreSQL keys the ledger by (tenant, key) in a btree whose rows hold at most
+                    # 2704 bytes: a longer key failed the commit with a StoreError after the paid turn,
+                    # on every resume; the other stores took it (one intent, one form on every store)
+                    named = ""
                 if "\x00" in named:
                     # nor a NUL, which PostgreSQL cannot hold in the ledger's key: a StoreError out of
                     # run() after the paid turn, on every resume; on the other stores a key of its own
