@@ -72,6 +72,7 @@ async def execute_step(runner: Runner, op: Operation) -> None:
             call_ids=[r.call_id for r in unknown],
             idempotency_keys=[r.idempotency_key for r in unknown],
             tools=[r.tool for r in unknown],
+            **_rest_of_turn(records),
         )
         await runner._flush(op)
         return
@@ -87,6 +88,20 @@ async def execute_step(runner: Runner, op: Operation) -> None:
         await runner._flush(op)
         return
     runner._move(op, State.RESULTS_READY, "results_ready")
+
+
+def _rest_of_turn(records: list[CallRecord]) -> dict[str, Any]:
+    """What an OUTCOME_UNKNOWN stop's record says of the turn's other calls: the writes after the
+    unknown one never start (D16: a human looks first), and those that ran did their effects, while
+    the model hears of none of it. Named, as a DEADLINE stop names them (_stop_before_handlers)."""
+    extra: dict[str, Any] = {}
+    unrun = [r for r in records if r.status in (PLANNED, WAITING)]
+    if unrun:
+        extra["not_run"] = [{"call_id": r.call_id, "tool": r.tool} for r in unrun]
+    handled = [r for r in records if r.status not in (PLANNED, WAITING, UNKNOWN)]
+    if handled:
+        extra["handled"] = [{"call_id": r.call_id, "tool": r.tool, "effect": r.effect} for r in handled]
+    return extra
 
 
 def writes_only(runner: Runner, op: Operation) -> bool:
