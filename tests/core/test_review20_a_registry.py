@@ -45,3 +45,24 @@ def test_other_timeouts_are_refused_as_before(value: Any) -> None:
 
 def test_a_result_cap_is_an_int_compare_and_may_be_any_size() -> None:
     assert ToolSpec("t", "d", Params, handler, "t-v1", max_result_bytes=10**400).max_result_bytes == 10**400
+
+
+@pytest.mark.parametrize("version", ["v\ud800", "\udce9-v1", "v1\udfff"])
+def test_a_schema_version_with_a_lone_surrogate_is_a_usage_error(version: str) -> None:
+    # It was accepted, and every call's binding (which hashes it) raised CanonicalizationError out of
+    # run() after the paid turn (D4, D6).
+    with pytest.raises(UsageError, match="schema_version holds a lone surrogate"):
+        ToolSpec("t", "d", Params, handler, version)
+
+
+def test_a_schema_version_with_any_character_of_unicode_is_kept() -> None:
+    assert ToolSpec("t", "d", Params, handler, "v1-\U0001f600-é").schema_version == "v1-\U0001f600-é"
+
+
+def test_the_run_with_such_a_version_never_starts() -> None:
+    import callbound as cb
+    from callbound.testing import ScriptedModel
+
+    with pytest.raises(cb.UsageError):
+        registry = cb.Registry([ToolSpec("t", "d", Params, handler, "v\ud800")])
+        cb.Runner(model=ScriptedModel("openai-responses", []), registry=registry)

@@ -230,6 +230,15 @@ class ToolSpec:
                 f"ToolSpec {self.name!r}: schema_version must be a non-empty string such as "
                 f"'{self.name}-v1', not {self.schema_version!r}"
             )
+        try:
+            self.schema_version.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            # no canonical form (D6): every call's binding raised CanonicalizationError out of run()
+            raise UsageError(
+                f"ToolSpec {self.name!r}: schema_version holds a lone surrogate "
+                f"({self.schema_version[exc.start]!r} at {exc.start}), which cannot be hashed into a "
+                "binding: half of a character outside the BMP, or a byte that was not UTF-8"
+            ) from None
         self._check_callables()
         for hook in ("requires_approval", "authorize", "intent_key", "redact"):
             # These decide during planning, which does not await: an async one would return a
