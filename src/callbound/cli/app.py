@@ -20,7 +20,7 @@ from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
 from ..runtime.runner import Outcome
 from ..stores.dsn import shown_url
 from .approvals import approvals_app
-from .consoles import discard, finish_output
+from .consoles import adopt_typer_consoles, discard, finish_output
 from .errors import (
     MAX_LIMIT,
     CallboundGroup,
@@ -536,6 +536,7 @@ from .live import register as _register_live  # noqa: E402
 
 _register_live(app)
 guard(app)  # every command checks its text arguments first (cli/errors.py)
+adopt_typer_consoles()  # help and usage errors go quiet at a closed pipe too (cli/consoles.py)
 
 
 def main() -> None:

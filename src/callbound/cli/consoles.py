@@ -10,6 +10,10 @@
   ``"\\ud800"``): rich raised ``UnicodeEncodeError`` after the operation COMPLETED, a traceback and
   exit 1 from ``run``, ``resume`` and ``ops show --json`` (r2 F2). It is written as its backslash
   escape, as ``callbound parse`` does; inside a JSON string that escape loads back equal.
+- Help and usage errors are printed by typer through consoles of its own (``callbound --help | head``):
+  rich's ``SystemExit(1)`` made ``--help`` exit 1, the code of tampering, and a usage error too
+  (review round 20, e). ``adopt_typer_consoles`` makes them ``CliConsole`` s: help exits 0, a usage
+  error 2, as when the whole text is read.
 """
 
 from __future__ import annotations
@@ -71,6 +75,28 @@ class CliConsole(Console):
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         return encodable(super()._render_buffer(buffer), getattr(self.file, "encoding", None))
+
+
+def adopt_typer_consoles() -> None:
+    """Make the consoles typer prints help and usage errors through behave as ``CliConsole`` (see the
+    module docstring). typer builds one per message (``rich_utils._get_rich_console``); a typer without
+    that function is left as it is."""
+    try:
+        from typer import rich_utils
+    except ImportError:  # pragma: no cover - typer's rich output is optional
+        return
+    make = getattr(rich_utils, "_get_rich_console", None)
+    if make is None or getattr(make, "callbound_adopted", False):
+        return
+
+    def cli_console(*args: Any, **kwargs: Any) -> Any:
+        console = make(*args, **kwargs)
+        if type(console) is Console:  # a plain rich console: same settings, CliConsole's behaviour
+            console.__class__ = CliConsole
+        return console
+
+    cli_console.callbound_adopted = True  # type: ignore[attr-defined]
+    rich_utils._get_rich_console = cli_console
 
 
 def finish_output() -> None:
