@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -69,13 +70,32 @@ class Stream:
     chunk_size: int = 4096
 
 
+def _finite_seconds(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @dataclass(slots=True)
 class FakeClock:
-    """A clock that moves only by hand; ``sleep`` advances it instantly (D23)."""
+    """A clock that moves only by hand; ``sleep`` advances it instantly (D23).
+
+    ``now()`` is timezone-aware UTC, as D23 asks of every clock: a ``current`` given in another zone is
+    moved to UTC, and a naive one (or no datetime at all) is a ``UsageError``. A naive one was kept,
+    stamped approvals' expiry naive, and a later resume raised TypeError (naive against aware) out of
+    the run (D4). Time only goes forward: ``advance`` takes finite seconds >= 0."""
 
     current: datetime = field(default_factory=lambda: datetime(2026, 1, 1, tzinfo=UTC))
     mono: float = 0.0
     slept: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.current, datetime) or self.current.utcoffset() is None:
+            raise UsageError(
+                f"FakeClock(current=...) takes a timezone-aware datetime, such as "
+                f"datetime(2026, 1, 1, tzinfo=UTC), not {self.current!r}"
+            )
+        self.current = self.current.astimezone(UTC)
+        if not _finite_seconds(self.mono):
+            raise UsageError(f"FakeClock(mono=...) takes a finite number of seconds, not {self.mono!r}")
 
     def now(self) -> datetime:
         return self.current
@@ -85,10 +105,19 @@ class FakeClock:
 
     async def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
-        self.advance(seconds)
+        # as asyncio.sleep: a wait of no time (or less) returns at once
+        if _finite_seconds(seconds) and seconds > 0:
+            self._move(seconds)
         await asyncio.sleep(0)
 
     def advance(self, seconds: float) -> None:
+        if not _finite_seconds(seconds) or seconds < 0:
+            raise UsageError(
+                f"FakeClock.advance(seconds) takes a finite number >= 0 (time only goes forward), not {seconds!r}"
+            )
+        self._move(seconds)
+
+    def _move(self, seconds: float) -> None:
         self.current += timedelta(seconds=seconds)
         self.mono += seconds
 
