@@ -220,3 +220,59 @@ def test_the_readme_says_how_each_demo_scenario_ends() -> None:
     synopsis = re.findall(r"--scenario ([a-z|-]+)\]", text)[0].split("|")
     assert documented == SCENARIOS
     assert synopsis == list(SCENARIOS)
+
+
+SYNOPSIS_GROUPS = ("approvals", "resume", "ops", "audit", "ledger")
+
+
+def _top_level(text: str) -> str:
+    """``text`` without what brackets and parentheses hold (optional, or one of several)."""
+    while True:
+        stripped = re.sub(r"\[[^\[\]()]*\]|\([^\[\]()]*\)", "", text)
+        if stripped == text:
+            return text
+        text = stripped
+
+
+def _synopsis_options() -> list[tuple[tuple[str, ...], str, bool]]:
+    """(command, option, shown as required) for the README's synopses of the commands that read or
+    decide what is stored; the other lines of the block are examples (`run --api ... --model ...`)."""
+    block = README.read_text(encoding="utf-8").split("## The command line", 1)[1]
+    block = block.split("```sh\n", 1)[1].split("```", 1)[0]
+    out = []
+    for raw in block.splitlines():
+        line = raw.split("  #", 1)[0].strip()
+        words = line.split()
+        if len(words) < 2 or words[0] != "callbound" or words[1] not in SYNOPSIS_GROUPS:
+            continue
+        group = words[1]
+        for n, segment in enumerate(re.split(r" \| (?![^\[(]*[\])])", " ".join(words[2:]))):
+            segment = segment.removeprefix(group + " ")
+            head = segment.split(" ", 1)[0]
+            if group in ("resume", "audit") and n == 0:
+                command = (group,) if group == "resume" else (group, head)
+            else:
+                command = (group, head)
+            required = set(re.findall(r"--[a-z-]+", _top_level(segment)))
+            for option in re.findall(r"--[a-z-]+", segment):
+                out.append((command, option, option in required))
+    return out
+
+
+def test_a_synopsis_option_is_bracketed_exactly_when_it_is_optional() -> None:
+    """The README showed `approvals deny ID --approver NAME --reason TEXT`: --reason is optional
+    (default "denied"), so it reads as a required option a user must invent a reason for."""
+    from typer.testing import CliRunner
+
+    from callbound.cli.app import app
+
+    found = _synopsis_options()
+    assert ((("approvals", "deny"), "--reason", False)) in found
+    wrong = []
+    for command, option, shown_required in found:
+        result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "250", "NO_COLOR": "1"})
+        assert result.exit_code == 0, command
+        required = re.search(r"^\W*\*\s+" + re.escape(option) + r"\b", result.output, re.M) is not None
+        if required != shown_required:
+            wrong.append((" ".join(command), option, "required" if required else "optional"))
+    assert wrong == []
