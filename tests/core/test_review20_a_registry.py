@@ -66,3 +66,33 @@ def test_the_run_with_such_a_version_never_starts() -> None:
     with pytest.raises(cb.UsageError):
         registry = cb.Registry([ToolSpec("t", "d", Params, handler, "v\ud800")])
         cb.Runner(model=ScriptedModel("openai-responses", []), registry=registry)
+
+
+def _model_with(kind: str) -> type[BaseModel]:
+    from pydantic import Field, create_model
+
+    fields: dict[str, Any] = {
+        "description": (int, Field(description="an order\ud800")),
+        "title": (int, Field(title="T\udce9")),
+        "default": (str, "caf\udce9"),
+        "examples": (int, Field(examples=["x\ud800"])),
+    }
+    return create_model(f"Params_{kind}", x=fields[kind])
+
+
+@pytest.mark.parametrize("kind", ["description", "title", "default", "examples"])
+@pytest.mark.parametrize("risk", ["read", "irreversible"])
+def test_a_schema_holding_a_lone_surrogate_is_a_usage_error(kind: str, risk: str) -> None:
+    # It was accepted: sent to the provider in every request's tools, and for a tool that asks a human,
+    # hashed into the approval's tool digest, which raised CanonicalizationError out of run().
+    with pytest.raises(UsageError, match="holds a lone surrogate"):
+        ToolSpec("t", "d", _model_with(kind), handler, "t-v1", risk=risk)  # type: ignore[arg-type]
+
+
+def test_a_schema_with_any_character_of_unicode_is_kept() -> None:
+    from pydantic import Field, create_model
+
+    params = create_model("Params_ok", x=(int, Field(description="📦 café \u2028 ☃")))
+    spec = ToolSpec("t", "d", params, handler, "t-v1", risk="irreversible")
+    assert spec.json_schema["properties"]["x"]["description"] == "📦 café \u2028 ☃"
+    assert len(spec.definition_digest()) == 64

@@ -251,6 +251,15 @@ class ToolSpec:
         strict = _strict_model(self.params)
         object.__setattr__(self, "strict_params", strict)
         object.__setattr__(self, "json_schema", strict.model_json_schema())
+        where = _lone_surrogate(self.json_schema)
+        if where is not None:
+            # sent to the provider with every request and hashed into each approval's tool digest:
+            # an irreversible tool's first call raised CanonicalizationError out of run() (D4, D6)
+            raise UsageError(
+                f"ToolSpec {self.name!r}: the JSON Schema of {self.params.__name__} holds a lone surrogate "
+                f"({where}), which no request can carry: half of a character outside the BMP, or a byte "
+                "that was not UTF-8, in a field's description, title, default or examples"
+            )
         object.__setattr__(self, "can_fold", _can_fold(strict.__pydantic_core_schema__))
         module = getattr(self.handler, "__module__", "?")
         qualname = getattr(self.handler, "__qualname__", type(self.handler).__name__)
@@ -366,6 +375,28 @@ class ToolSpec:
                 "schema": self.json_schema,
             }
         )
+
+
+def _lone_surrogate(schema: Any) -> str | None:
+    """Where a JSON Schema (keys included) holds text with a lone surrogate, shown as an escape."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        texts: Iterable[Any] = ()
+        if isinstance(node, str):
+            texts = (node,)
+        elif isinstance(node, dict):
+            texts = node.keys()
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+        for text in texts:
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    return f"{text[exc.start]!r} in {text[:40]!r}"
+    return None
 
 
 def _can_fold(schema: Any) -> bool:
