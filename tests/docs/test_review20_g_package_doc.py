@@ -40,3 +40,10 @@ def test_import_loads_no_runtime_until_a_runtime_name_is_used() -> None:
     assert "asyncio" not in plain and "pydantic" in plain
     used = _loaded("callbound.Runner")
     assert "callbound.runtime.runner" in used
+
+
+def test_version_is_the_package_version() -> None:
+    """docs/reference.md: "`__version__` | the package version": the installed distribution's."""
+    from importlib.metadata import version
+
+    assert callbound.__version__ == version("callbound")
