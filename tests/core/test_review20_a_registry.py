@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from callbound.core.errors import UsageError
 from callbound.core.registry import CallContext, ToolSpec
@@ -96,3 +96,71 @@ def test_a_schema_with_any_character_of_unicode_is_kept() -> None:
     spec = ToolSpec("t", "d", params, handler, "t-v1", risk="irreversible")
     assert spec.json_schema["properties"]["x"]["description"] == "📦 café \u2028 ☃"
     assert len(spec.definition_digest()) == 64
+
+
+class Int64(BaseModel):
+    x: int = Field(ge=0, le=2**63 - 1)
+
+
+class Int64Narrower(BaseModel):
+    x: int = Field(ge=0, le=2**63 - 2)
+
+
+def test_a_schema_bound_beyond_the_safe_integers_has_a_stable_definition_digest() -> None:
+    # canonical_sha256 raised CanonicalizationError for le=2**63-1, out of run() when an
+    # irreversible tool asked for approval (D4); the digest is now the schema's exact text's
+    first = ToolSpec("t", "d", Int64, handler, "t-v1", risk="irreversible").definition_digest()
+    again = ToolSpec("t", "d", Int64, handler, "t-v1", risk="irreversible").definition_digest()
+    other = ToolSpec("t", "d", Int64Narrower, handler, "t-v1", risk="irreversible").definition_digest()
+    assert first == again and len(first) == 64
+    assert other != first  # a changed bound makes an approval stale
+
+
+def test_a_safe_schema_keeps_its_canonical_digest() -> None:
+    from callbound.core.canonical import canonical_sha256
+
+    spec = ToolSpec("t", "d", Params, handler, "t-v1", risk="irreversible")
+    definition = {"name": "t", "schema_version": "t-v1", "risk": "irreversible", "schema": spec.json_schema}
+    assert spec.definition_digest() == canonical_sha256(definition)
+
+
+def test_an_irreversible_tool_with_such_a_bound_asks_and_runs() -> None:
+    import callbound as cb
+    from callbound.testing import ScriptedModel
+
+    ran: list[int] = []
+
+    def pay(args: Int64, ctx: CallContext) -> dict[str, int]:
+        ran.append(args.x)
+        return {"paid": args.x}
+
+    call = {
+        "id": "r1",
+        "status": "completed",
+        "output": [
+            {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "pay", "arguments": '{"x":5}'}
+        ],
+    }
+    final = {
+        "id": "r2",
+        "status": "completed",
+        "output": [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}
+        ],
+    }
+    registry = cb.Registry([ToolSpec("pay", "d", Int64, pay, "pay-v1", risk="irreversible")])
+    runner = cb.Runner(model=ScriptedModel("openai-responses", [call, final]), registry=registry)
+    out = runner.run_sync(input="pay", tenant="acme", subject="u1")
+    assert out.state == "WAITING_APPROVAL"
+    decision = cb.Decision.approve(out.pending_approvals[0].approval_id, approver="alice")
+    out = runner.resume_sync(out.operation_id, [decision])
+    assert out.state == "COMPLETED" and ran == [5]
+
+
+@pytest.mark.parametrize("field", [Field(default=float("nan")), Field(default=1.0, examples=[float("-inf")])])
+def test_a_schema_holding_nan_or_infinity_is_a_usage_error(field: Any) -> None:
+    from pydantic import create_model
+
+    params = create_model("Params_nan", x=(float, field))
+    with pytest.raises(UsageError, match="NaN or Infinity"):
+        ToolSpec("t", "d", params, handler, "t-v1")

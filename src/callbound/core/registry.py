@@ -21,8 +21,8 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
-from .canonical import canonical_json, canonical_sha256
-from .errors import UsageError
+from .canonical import canonical_json, canonical_sha256, sha256_hex
+from .errors import CanonicalizationError, UsageError
 from .types import Risk
 
 
@@ -251,6 +251,13 @@ class ToolSpec:
         strict = _strict_model(self.params)
         object.__setattr__(self, "strict_params", strict)
         object.__setattr__(self, "json_schema", strict.model_json_schema())
+        try:
+            json.dumps(self.json_schema, allow_nan=False)
+        except ValueError:
+            raise UsageError(
+                f"ToolSpec {self.name!r}: the JSON Schema of {self.params.__name__} holds NaN or Infinity "
+                "(a field's default, bound or example), which no request can carry as JSON"
+            ) from None
         where = _lone_surrogate(self.json_schema)
         if where is not None:
             # sent to the provider with every request and hashed into each approval's tool digest:
@@ -367,14 +374,20 @@ class ToolSpec:
 
     def definition_digest(self) -> str:
         """Changes whenever the schema, version or risk changes; part of stale-approval checks."""
-        return canonical_sha256(
-            {
-                "name": self.name,
-                "schema_version": self.schema_version,
-                "risk": self.risk,
-                "schema": self.json_schema,
-            }
-        )
+        definition = {
+            "name": self.name,
+            "schema_version": self.schema_version,
+            "risk": self.risk,
+            "schema": self.json_schema,
+        }
+        try:
+            return canonical_sha256(definition)
+        except CanonicalizationError:
+            # A bound beyond ±(2^53-1) (Field(le=2**63 - 1)) has no canonical form (D6), and every
+            # approval of the tool raised out of run(): its exact text instead, keys sorted (the
+            # schema holds no NaN and no lone surrogate: refused when the tool is declared).
+            text = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return sha256_hex(text)
 
 
 def _lone_surrogate(schema: Any) -> str | None:
