@@ -276,3 +276,13 @@ def test_a_synopsis_option_is_bracketed_exactly_when_it_is_optional() -> None:
         if required != shown_required:
             wrong.append((" ".join(command), option, "required" if required else "optional"))
     assert wrong == []
+
+
+def test_the_readme_says_how_to_reach_the_bare_callbound_it_prints() -> None:
+    """The setup runs `.venv/bin/callbound`, the demo then prints bare `callbound ...` commands to go on
+    with, and the README's walkthrough uses them: in a fresh shell they were "command not found"."""
+    text = README.read_text(encoding="utf-8")
+    demo = re.findall(r"```sh\n(.*?)\n```", text, re.S)[0]
+    assert ".venv/bin/callbound" in demo
+    after = text.split(demo, 1)[1].split("```", 2)[1]
+    assert "`. .venv/bin/activate` puts\n`callbound` on your `PATH`" in after
