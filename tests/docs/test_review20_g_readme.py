@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import json
 import os
 import re
@@ -286,3 +287,28 @@ def test_the_readme_says_how_to_reach_the_bare_callbound_it_prints() -> None:
     assert ".venv/bin/callbound" in demo
     after = text.split(demo, 1)[1].split("```", 2)[1]
     assert "`. .venv/bin/activate` puts\n`callbound` on your `PATH`" in after
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_dotted_callbound_name_the_docs_write_exists() -> None:
+    """`callbound.stores.open`, `callbound.runtime.settle.settle_intent`, ...: a module or function
+    renamed and left in a doc would send a user to an ImportError."""
+    named = sorted(
+        {m for doc in DOCS for m in re.findall(r"`(callbound(?:\.\w+)+)", doc.read_text(encoding="utf-8"))}
+    )
+    assert len(named) > 10, named
+    assert [n for n in named if not _resolves(n)] == []
