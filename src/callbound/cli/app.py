@@ -20,7 +20,7 @@ from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
 from ..runtime.runner import Outcome
 from ..stores.dsn import shown_url
 from .approvals import approvals_app
-from .consoles import adopt_typer_consoles, discard, finish_output
+from .consoles import adopt_typer_consoles, discard, finish_output, note_write_error, write_failure
 from .errors import (
     MAX_LIMIT,
     CallboundGroup,
@@ -469,6 +469,9 @@ def parse_cmd(
         sys.stdout.flush()
     except BrokenPipeError:  # the reader took what it wanted (| head -c): parsed, exit 0 (r2 F1)
         discard(sys.stdout)
+    except OSError as exc:  # a full disk: reported by main(), exit 2 (cli/consoles.py)
+        note_write_error("stdout", exc)
+        discard(sys.stdout)
 
 
 _WORKER_OPTIONS = {
@@ -566,4 +569,9 @@ def _finish(code: int | str | None = None) -> int | str | None:
         err.print("interrupted again: exiting now, without waiting for the tool handlers", highlight=False)
         code = 130
     finish_output()
+    failed = write_failure()
+    if failed is not None:  # the output is lost or cut: never exit 0 for it (cli/consoles.py)
+        err.print(Text.assemble(("error:", "red"), f" {failed}"), highlight=False)
+        if code in (0, None):
+            code = 2
     return code

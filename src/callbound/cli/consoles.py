@@ -14,6 +14,11 @@
   rich's ``SystemExit(1)`` made ``--help`` exit 1, the code of tampering, and a usage error too
   (review round 20, e). ``adopt_typer_consoles`` makes them ``CliConsole`` s: help exits 0, a usage
   error 2, as when the whole text is read.
+- Output that cannot be written for another reason (``> /dev/full``, a full disk, an I/O error): rich let
+  the ``OSError`` out, a traceback and exit 1, the code of tampering, from ``audit verify > report``
+  (review round 20, e). The console goes quiet as at a closed pipe, the command finishes what it was
+  doing, and ``write_failure`` names the error: the process then says so on stderr and exits 2 where the
+  command would have exited 0 (an empty or cut report is no success), keeping any other code.
 """
 
 from __future__ import annotations
@@ -25,6 +30,25 @@ from typing import IO, Any
 
 from rich.console import Console
 from rich.segment import Segment
+
+# The first error met writing each stream ("stdout", "stderr") other than a closed pipe.
+_write_errors: dict[str, OSError] = {}
+
+
+def note_write_error(stream: str, exc: OSError) -> None:
+    """Record that ``stream`` could not be written (see ``write_failure``)."""
+    _write_errors.setdefault(stream, exc)
+
+
+def write_failure() -> str | None:
+    """Why standard output could not be written (not a closed pipe), or None."""
+    exc = _write_errors.get("stdout")
+    if exc is None:
+        return None
+    return (
+        f"the output could not be written to standard output ({exc.strerror or exc}): what was printed "
+        "is incomplete; check the file or device it goes to (a full disk?)"
+    )
 
 
 def discard(stream: IO[str] | Any) -> None:
@@ -67,11 +91,19 @@ class CliConsole(Console):
         self.broken_pipe = True
         discard(self.file)
 
+    def on_write_error(self, exc: OSError) -> None:
+        """Quiet, as at a closed pipe, and the error recorded for the exit (``write_failure``)."""
+        self.quiet = True
+        note_write_error("stderr" if self.stderr else "stdout", exc)
+        discard(self.file)  # what is still buffered goes nowhere, instead of failing again at exit
+
     def _check_buffer(self) -> None:
         try:
             super()._check_buffer()
         except BrokenPipeError:  # a rich without on_broken_pipe lets it out
             self.on_broken_pipe()
+        except OSError as exc:  # a full disk, an I/O error
+            self.on_write_error(exc)
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         return encodable(super()._render_buffer(buffer), getattr(self.file, "encoding", None))
@@ -108,5 +140,8 @@ def finish_output() -> None:
             stream.flush()
         except BrokenPipeError:
             discard(stream)
-        except (OSError, ValueError):  # closed, or not flushable: nothing more to write there
+        except OSError as exc:  # a full disk, an I/O error: what was buffered is lost
+            note_write_error("stdout" if stream is sys.stdout else "stderr", exc)
+            discard(stream)
+        except ValueError:  # closed: nothing more to write there
             pass

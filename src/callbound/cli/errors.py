@@ -12,7 +12,8 @@ reaches its commit), and the process exits with the code the command's outcome g
 ``set -o pipefail`` still reads ``audit verify | head`` right. Not 141 (a process SIGPIPE killed):
 the command was not killed, and its outcome is the more useful answer. Only a write outside the
 consoles that meets the closed pipe and stops a command leaves with 141; never with 1, which click
-and rich used for it.
+and rich used for it. Output that cannot be written for another reason (a full disk) is an error, said
+on stderr once the command has finished: exit 2 where the command would have exited 0 (cli/consoles.py).
 
 - ``fail``: print the error line, return the ``typer.Exit`` to raise.
 - ``CallboundGroup``: the root command group; a ``CallboundError`` that escapes any command (a
