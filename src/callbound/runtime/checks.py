@@ -10,6 +10,7 @@ import inspect
 import math
 import os
 from collections.abc import Iterable
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -129,6 +130,8 @@ def check_runner_args(
         callable(getattr(clock, m, None)) for m in ("now", "monotonic", "sleep")
     ):
         raise UsageError(f"Runner(clock=...) needs now(), monotonic() and sleep(), not {_kind(clock)}")
+    if clock is not None:
+        _check_clock_now(clock)
     if prices is not None and not (
         isinstance(prices, dict)
         and all(isinstance(k, str) and isinstance(v, Price) for k, v in prices.items())
@@ -147,6 +150,17 @@ def check_runner_args(
     for name, hook in hooks.items():
         if hook is not None and not callable(hook):
             raise UsageError(f"Runner({name}=...) takes a function or None, not {_kind(hook)}")
+
+
+def _check_clock_now(clock: Any) -> None:
+    """D23: ``now()`` is timezone-aware. A clock returning ``datetime.now()`` (naive) ran until an
+    approval's expiry, stamped naive, met an aware time from the store: resume raised TypeError."""
+    now = clock.now()
+    if not isinstance(now, datetime) or now.utcoffset() is None:
+        raise UsageError(
+            f"Runner(clock=...): now() must return a timezone-aware datetime, such as "
+            f"datetime.now(timezone.utc), not {now!r} (D23)"
+        )
 
 
 def _is_async(function: Any) -> bool:
