@@ -6,6 +6,7 @@ environment (``api_key_for``)."""
 from __future__ import annotations
 
 import math
+from urllib.parse import urlsplit
 
 from ..adapters.base import StreamCaps
 from ..core.errors import UsageError
@@ -69,8 +70,8 @@ def check_client_args(
             ) from exc
     if isinstance(api_key, str):
         check_key(api_key, f"{owner}(api_key=...)")
-    if isinstance(base_url, str) and not base_url.strip():
-        raise UsageError(f"{owner}(base_url=...) must be the server's URL (or None for the provider's)")
+    if isinstance(base_url, str):
+        _check_base_url(owner, base_url)
     if timeout_s is not None and (
         isinstance(timeout_s, bool)
         or not isinstance(timeout_s, int | float)
@@ -83,3 +84,35 @@ def check_client_args(
             f"{owner}(caps=...) takes a StreamCaps (callbound.adapters.base) or None, "
             f"not {type(caps).__name__}"
         )
+
+
+def _check_base_url(owner: str, base_url: str) -> None:
+    """An http(s) URL naming a host, with no query, fragment or whitespace: anything else (``localhost:8080``
+    without its scheme, ``ftp://...``, ``http://``) failed every request as a connection error, retried
+    ``Budgets.max_retries`` times after the operation was stored, then FAILED(CONNECTION_ERROR) (review
+    round 20, f)."""
+    wanted = (
+        f"{owner}(base_url=...) must be the server's URL, such as 'http://127.0.0.1:8080' "
+        "(or None for the provider's)"
+    )
+    if not base_url.strip():
+        raise UsageError(wanted)
+    problem = None
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in base_url):
+        problem = "holds whitespace or a control character"
+    else:
+        try:
+            parts = urlsplit(base_url)
+            host = parts.hostname
+            parts.port  # noqa: B018 (raises ValueError for a port out of range or not a number)
+        except ValueError as exc:
+            problem = f"does not parse: {exc}"
+        else:
+            if parts.scheme.lower() not in ("http", "https"):
+                problem = "does not start with http:// or https://"
+            elif not host:
+                problem = "names no host"
+            elif parts.query or parts.fragment or base_url.endswith(("?", "#")):
+                problem = "has a query or fragment; the client adds each API's path to it"
+    if problem:
+        raise UsageError(f"{wanted}: the one given {problem}")  # not echoed: it may hold a password
