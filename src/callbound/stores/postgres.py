@@ -221,7 +221,7 @@ class PostgresStore(PgConnection):
         check_migrations(POSTGRES_MIGRATIONS)
         conn = self._conn
         with self._errors("opening"):
-            found = self._read_version(conn)
+            found = self._read_version(conn, self._where)
             if found == DB_SCHEMA_VERSION:
                 return
             if found > DB_SCHEMA_VERSION:
@@ -239,7 +239,7 @@ class PostgresStore(PgConnection):
             conn.execute("SELECT pg_advisory_lock(%s)", (key,))
             try:
                 with conn.transaction():
-                    found = self._read_version(conn)
+                    found = self._read_version(conn, self._where)
                     if found > DB_SCHEMA_VERSION:
                         raise SchemaVersionError(
                             newer_than_code(found, f"the PostgreSQL database at {self._where}")
@@ -257,12 +257,14 @@ class PostgresStore(PgConnection):
                     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     @staticmethod
-    def _read_version(conn: psycopg.Connection[Any]) -> int:
+    def _read_version(conn: psycopg.Connection[Any], where: str | None = None) -> int:
         exists = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
         if exists is None or not exists[0]:
             return 0
         row = conn.execute("SELECT value FROM meta WHERE key = %s", (META_KEY,)).fetchone()
-        return 0 if row is None else docs.schema_version(row[0], "the PostgreSQL database")
+        # named as the SQLite store names its file (review round 20, e)
+        at = "the PostgreSQL database" if where is None else f"the PostgreSQL database at {where}"
+        return 0 if row is None else docs.schema_version(row[0], at)
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
