@@ -8,8 +8,9 @@
 | gemini-generate | ``POST {base}/v1beta/models/{model}:generateContent`` (stream: ``:streamGenerateContent?alt=sse``) with ``x-goog-api-key`` |
 | gemini-interactions | ``POST {base}/v1beta/interactions`` with ``x-goog-api-key`` and ``Api-Revision`` (WIRE.md 5.0) |
 
-The adapter-built body is sent unchanged. A plain response goes to ``adapter.parse_response`` as the
-bytes received; a stream's bytes go through the shared SSE reader into ``adapter.stream_assembler``,
+A gemini-generate model named ``tunedModels/<id>`` is sent to ``{base}/v1beta/tunedModels/<id>:...``, as
+google-genai sends it. The adapter-built body is sent unchanged. A plain response goes to
+``adapter.parse_response`` as the bytes received; a stream's bytes go through the shared SSE reader into ``adapter.stream_assembler``,
 and ``finish`` gets the SHA-256 of all of them (D7). A non-2xx answer becomes
 ``RawFailure("http", status, body, headers)``, a connect error or a 2xx body that does not match
 its content-encoding ``RawFailure("connection")``, a timeout ``RawFailure("timeout")``, all
@@ -136,10 +137,13 @@ class HttpModel:
             model = self._model_name(body)
             if not model:
                 raise UsageError("gemini-generate needs a model name: HttpModel(..., model='gemini-...')")
-            name = quote(model.removeprefix("models/"), safe="-._~")
+            # a tuned model is served under its own collection, as google-genai sends it
+            # (tunedModels/<id>); any other name under models/
+            collection = "tunedModels" if model.startswith("tunedModels/") else "models"
+            name = quote(model.removeprefix(f"{collection}/"), safe="-._~")
             if stream:
-                return f"{self.base_url}/v1beta/models/{name}:streamGenerateContent?alt=sse"
-            return f"{self.base_url}/v1beta/models/{name}:generateContent"
+                return f"{self.base_url}/v1beta/{collection}/{name}:streamGenerateContent?alt=sse"
+            return f"{self.base_url}/v1beta/{collection}/{name}:generateContent"
         return f"{self.base_url}/v1beta/interactions"
 
     def request_headers(self, *, stream: bool) -> dict[str, str]:
