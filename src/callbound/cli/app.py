@@ -19,7 +19,7 @@ from rich.text import Text
 from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
 from ..runtime.runner import Outcome
 from ..stores.dsn import shown_url
-from .approvals import approvals_app
+from .approvals import NO_APPROVER, approvals_app
 from .consoles import adopt_typer_consoles, discard, finish_output, note_write_error, write_failure
 from .errors import (
     MAX_LIMIT,
@@ -141,6 +141,8 @@ def demo_refund(
         raise _fail(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
     if approve and deny:
         raise _fail("--approve and --deny exclude each other")
+    if not approver.strip():  # before the store: Decision refused it only after the pause was saved
+        raise _fail(NO_APPROVER)
     audit_key()  # the runner reads it too
     st = _open(store)
     payments = _payments_path(store)

@@ -15,6 +15,11 @@ from .render import DEFAULT_STORE, AppRefOpt, StoreOpt, print_table, resume_hint
 
 approvals_app = typer.Typer(no_args_is_help=True, help="List and decide pending approvals.")
 
+# A blank --approver, refused before anything is read or written; the error named the library call
+# (Decision.approve) a command user never made, and the demo gave it after saving its pause (review
+# round 20, e).
+NO_APPROVER = "--approver needs a name: who decides (recorded with the decision and in the audit chain)"
+
 
 @approvals_app.command("list")
 def approvals_list(
@@ -85,6 +90,8 @@ def _decide(
     from ..runtime.decisions import stale_context
     from .app import _open, _runner_for
 
+    if not approver.strip():
+        raise fail(NO_APPROVER)
     st = _open(store, create=False, wanted=f"approval {approval_id!r}")
     approval = st.get_approval(approval_id)
     if approval is None:
