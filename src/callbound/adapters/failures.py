@@ -151,6 +151,21 @@ def says_content_filtered(status: int | None, err: Any) -> bool:
     return err.get("code") == "content_filter" or inner_code == "ResponsibleAIPolicyViolation"
 
 
+# Error codes that say a safety policy stopped the request or its answer: openai-python ResponseError.code
+# (the ``error`` of a ``failed`` response) lists bio_policy, misalignment_policy_violation ("blocked by the
+# safety systems") and image_content_policy_violation, and its session errors cyber_policy ("rejected by a
+# safety policy"). A provider policy stop, D1's REFUSAL, as Azure's content_filter is: no retry changes it.
+POLICY_CODES = frozenset(
+    {"bio_policy", "cyber_policy", "misalignment_policy_violation", "image_content_policy_violation"}
+)
+
+
+def says_policy_stop(status: int | None, code: str | None) -> bool:
+    """An OpenAI-shaped error whose code names a safety policy (``POLICY_CODES``), without a status (a
+    ``failed`` response, an error event) or under HTTP 400."""
+    return status in (None, 400) and code in POLICY_CODES
+
+
 def _first_stream_event(raw: bytes | str | dict[str, Any]) -> dict[str, Any] | None:
     """The first event of an error body framed as a stream: a streaming request can be refused with an
     HTTP error whose body is one SSE ``error`` event (Gemini Interactions answers a quota refusal with
@@ -275,7 +290,8 @@ def read_openai_error(
     200 body, a stream's error event or chunk, or a ``failed`` response:
     - a context-window error (a code, llama.cpp's type, or a message that says it) is TRUNCATED,
       not retried (D1);
-    - a content filter (Azure's ``content_filter`` 400) is a REFUSAL (D1);
+    - a content filter (Azure's ``content_filter`` 400) is a REFUSAL (D1), and so is a code that names
+      a safety policy (``POLICY_CODES``: ``bio_policy``, ...), whose reason is that code;
     - a quota code, or a request alone over its per-minute limit, is not retried (D26);
     - otherwise the status decides (D26), or, without one, a retryable code or type, or a code that is
       itself a retryable status; a 429, or ``rate_limit_exceeded`` without a status, reads rate_limited."""
@@ -308,4 +324,6 @@ def read_openai_error(
         finish, reason, retryable = Finish.TRUNCATED, "context_window_exceeded", False
     elif says_content_filtered(status, err):
         finish, reason, retryable = Finish.REFUSAL, "content_filter", False
+    elif says_policy_stop(status, code):
+        finish, reason, retryable = Finish.REFUSAL, str(code), False
     return ErrorReading(finish, reason, retryable, etype, code, raw, retry_after_in(headers, message))
