@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from ..adapters.base import StreamCaps
 from ..core.errors import UsageError
 
-__all__ = ["check_client_args", "check_key"]
+__all__ = ["check_base_url", "check_client_args", "check_key"]
 
 
 def check_key(key: str, where: str) -> None:
@@ -71,7 +71,7 @@ def check_client_args(
     if isinstance(api_key, str):
         check_key(api_key, f"{owner}(api_key=...)")
     if isinstance(base_url, str):
-        _check_base_url(owner, base_url)
+        check_base_url(base_url, f"{owner}(base_url=...)")
     if timeout_s is not None and (
         isinstance(timeout_s, bool)
         or not isinstance(timeout_s, int | float)
@@ -86,15 +86,12 @@ def check_client_args(
         )
 
 
-def _check_base_url(owner: str, base_url: str) -> None:
+def check_base_url(base_url: str, where: str) -> None:
     """An http(s) URL naming a host, with no query, fragment or whitespace: anything else (``localhost:8080``
     without its scheme, ``ftp://...``, ``http://``) failed every request as a connection error, retried
     ``Budgets.max_retries`` times after the operation was stored, then FAILED(CONNECTION_ERROR) (review
-    round 20, f)."""
-    wanted = (
-        f"{owner}(base_url=...) must be the server's URL, such as 'http://127.0.0.1:8080' "
-        "(or None for the provider's)"
-    )
+    round 20, f). ``where`` names the source: an argument, an environment variable."""
+    wanted = f"{where} must be the server's URL, such as 'http://127.0.0.1:8080' (or None for the provider's)"
     if not base_url.strip():
         raise UsageError(wanted)
     problem = None

@@ -24,6 +24,7 @@ stretch it. There are no retries here; the Runner retries.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 from urllib.parse import quote
 
@@ -35,6 +36,7 @@ from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
 from . import (
+    _server_root,
     api_key_for,
     check_client_args,
     effective_timeout,
@@ -45,8 +47,9 @@ from . import (
     within_deadline,
 )
 from .bodycap import ERROR_BODY_LIMIT, decoded_bytes
+from .checks import check_base_url
 
-__all__ = ["DEFAULT_BASE_URLS", "INTERACTIONS_API_REVISION", "HttpModel"]
+__all__ = ["BASE_URL_ENV", "DEFAULT_BASE_URLS", "INTERACTIONS_API_REVISION", "HttpModel"]
 
 DEFAULT_BASE_URLS = {
     "openai-responses": "https://api.openai.com",
@@ -64,12 +67,35 @@ INTERACTIONS_API_REVISION = "2026-05-20"
 # not a TransportError, hence named here.
 _BROKEN: tuple[type[Exception], ...] = (httpx.TransportError, httpx.StreamError, httpx.DecodingError)
 
+# The variable each SDK reads its base URL from when it is given none (openai, anthropic, google-genai):
+# HttpModel reads it too, so that one environment reaches one server whichever transport carries it.
+BASE_URL_ENV = {
+    "openai-responses": "OPENAI_BASE_URL",
+    "openai-chat": "OPENAI_BASE_URL",
+    "anthropic-messages": "ANTHROPIC_BASE_URL",
+    "gemini-generate": "GOOGLE_GEMINI_BASE_URL",
+    "gemini-interactions": "GOOGLE_GEMINI_BASE_URL",
+}
+
+
+def _env_base_url(api: str) -> str | None:
+    """The SDK's base-URL variable for ``api``, as the server root (OpenAI's carries ``/v1``, which
+    HttpModel adds itself), or None when unset or empty."""
+    name = BASE_URL_ENV.get(api)
+    value = os.environ.get(name) if name else None
+    if not value:
+        return None
+    check_base_url(value, f"the environment variable {name}")
+    return _server_root(value)
+
+
 # The APIs whose request body names the model (gemini-generate names it in the URL).
 _MODEL_IN_BODY = frozenset({"openai-responses", "openai-chat", "anthropic-messages", "gemini-interactions"})
 
 
 class HttpModel:
-    """A ``ModelClient`` over raw httpx. ``base_url`` is the server root (no ``/v1``); ``api_key``
+    """A ``ModelClient`` over raw httpx. ``base_url`` is the server root (no ``/v1``; by default the
+    SDK's variable, ``BASE_URL_ENV``, else the provider's); ``api_key``
     defaults to the SDKs' usual environment variable; ``model`` is required for gemini-generate (the
     model is part of the URL) and otherwise goes in a body that names none (a body's own model wins),
     as over the SDK clients; ``timeout_s`` caps each phase of
@@ -93,7 +119,7 @@ class HttpModel:
         )
         self.api = api
         self._adapter: Adapter = get_adapter(api)
-        self.base_url = (base_url or DEFAULT_BASE_URLS[api]).rstrip("/")
+        self.base_url = (base_url or _env_base_url(api) or DEFAULT_BASE_URLS[api]).rstrip("/")
         self._api_key = api_key
         self.model = model
         self.timeout_s = timeout_s
