@@ -252,7 +252,7 @@ async def test_reconcile_not_applied_allows_a_later_run() -> None:
     def handler(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
         attempts.append(len(attempts) + 1)
         if len(attempts) == 1:
-            time.sleep(0.15)  # times out; the payment never happened
+            time.sleep(0.6)  # times out; the payment never happened
             return {"late": True}
         return payments.apply(ctx.idempotency_key, args.order_id)
 
@@ -262,7 +262,8 @@ async def test_reconcile_not_applied_allows_a_later_run() -> None:
             raise cb.NotApplied("no such payment")
         return found
 
-    spec = pay_tool(payments, handler=handler, timeout_ms=30, reconcile=reconcile)
+    # 150 ms, not less: the second attempt must finish within it even on a loaded machine
+    spec = pay_tool(payments, handler=handler, timeout_ms=150, reconcile=reconcile)
     script = [calls("resp_1", fc("call_1", "pay", A1)), calls("resp_2", fc("call_2", "pay", A1)), final("f")]
     h = make(script, [spec], grace_s=2.0)
     out = await h.run()
