@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -53,7 +54,7 @@ def approvals_list(
     if as_json:
         out.print_json(json.dumps([a.to_dict() for a in rows]))
         return
-    from datetime import UTC, datetime
+    from datetime import UTC
 
     from rich.table import Table
 
@@ -75,6 +76,12 @@ def approvals_list(
             a.expires_at.isoformat(),
         )
     print_table(out, table)
+
+
+def _when(at: datetime | None) -> str:
+    """A decision's time as every other time the CLI prints (ISO 8601: ``approvals list --json``, the
+    error of a repeated decision); ``str()`` gave "2026-12-02 09:47:17+00:00" (review round 20, e)."""
+    return "?" if at is None else at.isoformat()
 
 
 def _decide(
@@ -125,7 +132,7 @@ def _decide(
         # Review round 14 (h5 r6): a repeat after the operation ended printed "resume with: ...", a
         # command that exits 2 on a finished operation (D2)
         ended = "is no longer in this store" if state is None else f"has ended {state}"
-        out.print(f"approval {approval_id}: {said} by {decided.approver} at {decided.decided_at}")
+        out.print(f"approval {approval_id}: {said} by {decided.approver} at {_when(decided.decided_at)}")
         out.print(f"operation {approval.operation_id} {ended}: there is nothing to resume")
         return
     if decided.decided_at is not None and decided.decided_at >= decided.expires_at:
@@ -155,9 +162,9 @@ def _decide(
             ),
             highlight=False,
         )
-        out.print(f"approval {approval_id}: {said} by {decided.approver} at {decided.decided_at}")
+        out.print(f"approval {approval_id}: {said} by {decided.approver} at {_when(decided.decided_at)}")
     else:
-        out.print(f"approval {approval_id}: {said} by {decided.approver} at {decided.decided_at}")
+        out.print(f"approval {approval_id}: {said} by {decided.approver} at {_when(decided.decided_at)}")
     saved = (stored.head.get("app") or {}).get("ref")
     out.print(resume_hint(approval.operation_id, store, app_ref if app_ref not in (None, saved) else None))
 
