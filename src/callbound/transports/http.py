@@ -179,6 +179,16 @@ class HttpModel:
             headers["accept"] = "text/event-stream"
         if self.api.startswith("openai-"):
             headers["authorization"] = f"Bearer {key}"
+            # the organization and project the openai SDK names from its variables: the same request
+            # on either transport (a user key in several organizations is billed, limited and
+            # allowed models by the one named)
+            for header, name in (
+                ("openai-organization", "OPENAI_ORG_ID"),
+                ("openai-project", "OPENAI_PROJECT_ID"),
+            ):
+                value = os.environ.get(name)
+                if value:
+                    headers[header] = value
         elif self.api == "anthropic-messages":
             headers["x-api-key"] = key
             headers["anthropic-version"] = ANTHROPIC_VERSION
