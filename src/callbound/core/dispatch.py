@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from .arguments import parse_arguments
 from .canonical import canonical_json, sha256_hex
-from .errors import CanonicalizationError
+from .errors import USER_CODE_FAILURES, CanonicalizationError
 from .idempotency import arguments_identity, default_intent_key_json
 from .registry import CallContext, Registry, ToolSpec, discard_awaitable
 from .types import ToolCall
@@ -182,7 +182,7 @@ def hook_verdict(fn: Callable[[], object]) -> tuple[bool, str | None]:
     ``__bool__`` raises (an array) cannot escape the loop (D4). ``why`` names the type, never a value."""
     try:
         result = fn()
-    except Exception as exc:  # hooks are user code
+    except USER_CODE_FAILURES as exc:  # hooks are user code
         return False, f"raised {type(exc).__name__}"
     if result is True or result is False:
         return result, None
@@ -232,9 +232,9 @@ def plan_call(
     except ValidationError as exc:
         try:
             mismatch: str | None = _schema_errors(exc, MAX_ERROR_MESSAGE - len(prefix))
-        except Exception:  # a validator's message whose text cannot be read
+        except USER_CODE_FAILURES:  # a validator's message whose text cannot be read
             mismatch = "the arguments are not valid"
-    except Exception as exc:
+    except USER_CODE_FAILURES as exc:
         # g19: a validator in the user's model raised something pydantic does not wrap (a KeyError from
         # a lookup): the call is rejected, never an exception out of run() or resume() (D4). Its type
         # only: its text may hold secrets, or be huge.
@@ -245,7 +245,7 @@ def plan_call(
             # a set or an int-keyed map that dropped what was sent; its text names the sent keys
             folded = spec.folded(args, arguments)
             mismatch = None if folded is None else _bounded(folded, MAX_ERROR_MESSAGE - len(prefix))
-        except Exception as exc:  # it walks the user's validated model (D4)
+        except USER_CODE_FAILURES as exc:  # it walks the user's validated model (D4)
             kind = shown(type(exc).__name__)
             message = f"arguments could not be checked: reading the validated arguments raised {kind}"
             return _invalid(call, spec, message, arguments_json)
@@ -276,7 +276,7 @@ def plan_call(
                     # run() after the paid turn, on every resume; on the other stores a key of its own
                     # (one intent, one form on every store; review round 18, c F3)
                     named = ""
-            except Exception:  # user code (and UnicodeEncodeError): fail closed, do not leak internals
+            except USER_CODE_FAILURES:  # user code (and UnicodeEncodeError): fail closed, no internals
                 named = ""
             if not named:
                 return Reject(

@@ -208,3 +208,10 @@ class OperationExists(UsageError, StoreError):
 
 class NotApplied(CallboundError):
     """Raised by a write handler to say its effect definitely did not happen (D16)."""
+
+
+# What code of the user's (a hook, a validator in a tool's params, a serializer of a returned model) may
+# raise as its own failure, which becomes that call's verdict or error envelope, never an exception out
+# of run() (D4): every Exception, and SystemExit (sys.exit() in code it calls: a wrapped command-line
+# program, argparse on bad input). KeyboardInterrupt still ends the run.
+USER_CODE_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit)

@@ -9,7 +9,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from .canonical import canonical_bytes, canonical_json, sha256_hex
-from .errors import CanonicalizationError, UsageError
+from .errors import USER_CODE_FAILURES, CanonicalizationError, UsageError
 from .guards import identical_key
 from .types import ok_result
 
@@ -65,7 +65,7 @@ def arguments_identity(spec: ToolSpec, arguments_json: str | None, args: BaseMod
         if args is None:
             args = spec.validate_json(sent)
         return canonical_json(args.model_dump(mode="json"))
-    except Exception:  # user validators and serializers, CanonicalizationError (NaN, big ints)
+    except USER_CODE_FAILURES:  # user validators and serializers, CanonicalizationError (NaN, big ints)
         return sent
 
 

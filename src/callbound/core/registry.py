@@ -22,7 +22,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ValidationError
 
 from .canonical import canonical_json, canonical_sha256, sha256_hex
-from .errors import CanonicalizationError, UsageError
+from .errors import USER_CODE_FAILURES, CanonicalizationError, UsageError
 from .types import Risk
 
 
@@ -355,7 +355,7 @@ class ToolSpec:
             # like a handler result, and kept as plain JSON data (a tuple or Mapping becomes what the
             # store reads back), so the stored value is exactly what was checked.
             return json.loads(canonical_json(value))
-        except Exception:
+        except USER_CODE_FAILURES:
             return "[redaction failed]"
 
     def needs_approval(self, args: Any, ctx: CallContext) -> bool:

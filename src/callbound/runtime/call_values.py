@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.canonical import canonical_bytes
 from ..core.dispatch import HANDLER_ERROR, RESULT_TOO_LARGE
+from ..core.errors import USER_CODE_FAILURES
 from ..core.guards import result_cap
 from ..core.idempotency import run_key
 from ..core.registry import ToolSpec
@@ -26,7 +27,7 @@ def result_for(spec: ToolSpec, op: Operation, value: Any) -> tuple[dict[str, Any
         # Returned pydantic models are dumped here: user code (a computed field, a custom serializer)
         # may raise anything, which must become an envelope, never escape the loop (D4).
         data, size = json_result(value)
-    except Exception:  # CanonicalizationError, PydanticSerializationError, a computed field's error
+    except USER_CODE_FAILURES:  # CanonicalizationError, PydanticSerializationError, a computed field's
         applied = " The effect was applied." if spec.is_write else ""
         return error_result(HANDLER_ERROR, "the tool returned a value that is not JSON." + applied), None
     cap = result_cap(op.budgets, spec.max_result_bytes)

@@ -24,6 +24,7 @@ from ..core.dispatch import (
     TIMEOUT,
     UNKNOWN_TOOL,
 )
+from ..core.errors import USER_CODE_FAILURES
 from ..core.guards import identical_allowed
 from ..core.idempotency import PURGED_APPLIED, LedgerAction, LedgerEntry, LedgerStatus, decide, run_key
 from ..core.registry import ToolSpec, is_async_callable
@@ -189,7 +190,7 @@ def _args_or_refuse(runner: Runner, op: Operation, turn: ModelTurn, rec: CallRec
     assert rec.arguments_json is not None
     try:
         return spec.validate_json(rec.arguments_json)
-    except Exception as exc:  # pydantic's ValidationError, or a validator's own error
+    except USER_CODE_FAILURES as exc:  # pydantic's ValidationError, or a validator's own error
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         why = (
             f"arguments rejected by {spec.name} ({spec.schema_version}): {first}. The tool changed since "
