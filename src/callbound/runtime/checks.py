@@ -508,6 +508,24 @@ def check_new_operation(
         check_text(name, value)
     check_key_text("tenant", tenant)
     check_key_text("operation_id", operation_id)
+    for name, value in (("tenant", tenant), ("operation_id", operation_id)):
+        _check_key_size(name, value)
+
+
+# PostgreSQL keeps an index row in at most 2704 bytes: the ledger's (tenant, key), with an intent key
+# of up to 1024 bytes (core.dispatch.MAX_INTENT_KEY_BYTES), and the journal's (operation_id, pos).
+# A longer tenant or operation id failed the first commit with a StoreError there, while SQLite and
+# memory took it: one id, one outcome on every store. Checked when an operation is made, never when
+# one is resumed or decided, so an operation an earlier version stored stays reachable.
+MAX_KEY_BYTES = 1024
+
+
+def _check_key_size(what: str, text: Any) -> None:
+    if isinstance(text, str) and len(text.encode("utf-8")) > MAX_KEY_BYTES:
+        raise UsageError(
+            f"{what} is {len(text.encode('utf-8'))} bytes of UTF-8, over the {MAX_KEY_BYTES} every store "
+            "can key by; pass a shorter id (a hash of a long one, say)"
+        )
 
 
 def check_operation_id(operation_id: Any) -> None:
