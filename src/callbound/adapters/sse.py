@@ -17,11 +17,15 @@ and joined once, when its line end arrives. Streams are mostly LF-framed one- or
 chunk without CR is split on blank lines and such events are read whole (``_read_blocks``); every other
 line goes through the per-line reader, which defines the semantics.
 
-Bounded (``max_event``): the text held for an event not yet complete (its data lines and a line not
-yet ended) may not grow past ``max_event`` characters; past it the reader raises ``EventTooLarge`` and
-is done. The lines of an SSE stream that are no field, kept to find a raw error object at its end
-(``_raw_error``), hold at most ``max_event`` characters together; lines past that are dropped.
-Before a failure (``EventTooLarge``, bytes that are not UTF-8) the events complete before the
+Bounded (``max_event``): the text held for an event not yet complete may not grow past ``max_event``
+characters; past it the reader raises ``EventTooLarge`` and is done. What an event holds is its data
+values (not the ``data:`` before each), a data line not yet ended included. A data line is measured
+the same whether it came whole or in pieces, so an event exactly at the limit is read and one character
+over is not, however the bytes were split into chunks (review round 20). Any other field or comment
+adds nothing to its event; while it is not yet ended it is held, alone, to the limit (an ended one
+longer than the limit, come whole in a chunk, is read and dropped). The lines of an SSE stream that
+are no field, kept to find a raw error object at its end (``_raw_error``), hold at most ``max_event``
+characters together; lines past that are dropped. Before a failure (``EventTooLarge``, bytes that are not UTF-8) the events complete before the
 bad point are still read (``read_into``), so where the chunks were split never decides them. Only input larger than the limit is checked event by event, so the common path pays one
 length check per chunk.
 
@@ -97,6 +101,7 @@ class SSEReader:
 
     __slots__ = (
         "_data",
+        "_data_len",
         "_decoder",
         "_event",
         "_held",
@@ -117,6 +122,7 @@ class SSEReader:
         self._held = 0
         self._parts: list[str] = []  # pieces of the current partial line
         self._data: list[str] = []
+        self._data_len = 0  # characters of _data's values, while max_event is set
         self._event: str | None = None
         self._mode: str | None = None  # "sse" | "jsonl", decided on the first non-blank line
         self._pending_cr = False
@@ -187,8 +193,12 @@ class SSEReader:
                 self._parts.append(text)
                 if self._max is not None:
                     self._held += len(text)
+                    # _held counts the line in hand whole, with the event's data: what is held may be less
                     if self._held > self._max:
-                        raise EventTooLarge(self._max)
+                        line_len = self._held - self._data_len
+                        held = _held_with(_line_start(self._parts), line_len, self._data_len, self._mode)
+                        if held > self._max:
+                            raise EventTooLarge(self._max)
             return
         head, tail = text[: last + 1], text[last + 1 :]
         stop = self._check(head, tail) if self._max is not None else None
@@ -212,7 +222,8 @@ class SSEReader:
         if stop is not None:
             raise EventTooLarge(cast(int, self._max))
         if self._max is not None:
-            self._held = len(tail) + (sum(len(d) for d in self._data) if self._data else 0)
+            self._data_len = sum(len(d) for d in self._data) if self._data else 0
+            self._held = len(tail) + self._data_len
 
     def _check(self, head: str, tail: str) -> int | None:
         """Where in ``head`` (whole lines) reading must stop because some event would hold more than the
@@ -222,7 +233,7 @@ class SSEReader:
         with what is held already, it could go over."""
         limit = cast(int, self._max)
         if self._held + len(head) + len(tail) <= limit:
-            return None
+            return None  # what is held never exceeds the characters read (_held_with)
         partial = "".join(self._parts)  # the start of head's first line
         size = self._held - len(partial)  # the open event's data values
         mode = self._mode
@@ -232,17 +243,16 @@ class SSEReader:
             line = text[start : end.start()]
             if mode is None and line.strip():  # decided as _line decides it
                 mode = "jsonl" if line.strip().startswith(("{", "[")) else "sse"
-            jsonl = mode == "jsonl"
-            if jsonl:
+            if mode == "jsonl":
                 size = len(line)
             elif not line:
                 size = 0
             elif line.startswith("data:"):
-                size += len(line) - (6 if line.startswith("data: ") else 5)
+                size += _line_cost(line)
             if size > limit:
                 return max(0, start - len(partial))
             start = end.end()
-        if (0 if mode == "jsonl" else size) + len(tail) > limit:
+        if _held_with(tail, len(tail), size, mode) > limit:
             return len(head)
         return None
 
@@ -384,6 +394,38 @@ class SSEReader:
 # object with an ``error`` member (or a one-element array of one) is handed on as one more event, so
 # the failure keeps its status and code (D32) and a fatal one is not retried as a cut stream (D26).
 _STRAY_LINES = 256
+
+
+def _line_cost(line: str) -> int:
+    """What an SSE data line (ended or not) adds to its event, in characters: its value, not the
+    ``data:`` or ``data: `` before it; a start of ``data: `` adds nothing yet."""
+    if line.startswith("data:"):
+        return len(line) - (6 if line.startswith("data: ") else 5)
+    return 0 if "data: ".startswith(line) else len(line)
+
+
+def _held_with(start: str, line_len: int, data_len: int, mode: str | None) -> int:
+    """What an event holds while a line of ``line_len`` characters beginning with ``start`` (at least
+    its first 6, where it has them) is not yet ended, ``data_len`` being the event's data values so far:
+    as ``_check`` counts the same line ended. A data line (or a start of ``data: ``) adds its value to
+    the data; a JSON-lines line is its own event; any other field or comment is counted alone, as an
+    ended one is not counted at all (a stray line is kept within its own bound, ``_keep_stray``)."""
+    if mode == "jsonl":
+        return line_len
+    if start.startswith("data:") or "data: ".startswith(start):
+        return data_len + line_len - (len(start) - _line_cost(start))
+    return line_len
+
+
+def _line_start(parts: list[str]) -> str:
+    """The first characters (at least 6 where there are) of a line held in pieces, without joining
+    all of them: enough for ``_line_cost`` to tell its prefix."""
+    start = ""
+    for part in parts:
+        start += part
+        if len(start) >= 6:
+            break
+    return start
 
 
 def _raw_error(lines: list[str]) -> str | None:
