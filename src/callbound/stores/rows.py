@@ -91,7 +91,21 @@ def read(value: Any, where: str, make: Callable[[dict[str, Any]], T], noun: str,
 
 def head(row: Row, *, text: bool) -> dict[str, Any]:
     """A listed head from ``(operation_id, head, fence)``."""
-    return with_fence(document(row[1], "operation row", row[0], text=text), row[2])
+    doc = document(row[1], "operation row", row[0], text=text)
+    _names_its_row(doc, row[0])
+    return with_fence(doc, row[2])
+
+
+def _names_its_row(doc: dict[str, Any], operation_id: str) -> None:
+    """A head whose ``operation_id`` names another operation (a row edited, or copied from another):
+    listed, it showed that other id twice; resumed, the runner acted on and wrote under the other id.
+    Damaged, as a head lacking the field is (a head without it is named where it is read)."""
+    named = doc.get("operation_id", operation_id)
+    if named != operation_id:
+        shown = repr(named) if isinstance(named, str) and len(named) <= 80 else type(named).__name__
+        raise UnreadableRow(
+            "operation row", f"its operation_id field names another operation ({shown})", operation_id
+        )
 
 
 def ledger(tenant: str, key: str) -> str:
@@ -118,6 +132,7 @@ def operation(
         for pos, _, data in journal:
             document(data, f"journal pos {pos}", operation_id, text=text)
         raise UnreadableRow("operation row", "it does not read", operation_id)  # not reached
+    _names_its_row(doc, operation_id)
     return StoredOperation(with_fence(doc, fence), rows)
 
 
