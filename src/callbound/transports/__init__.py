@@ -277,6 +277,15 @@ _IN_FLIGHT: contextvars.ContextVar[list[_InFlight] | None] = contextvars.Context
 )
 
 
+def answered_plain(headers: Any) -> bool:
+    """A stream request answered with a plain JSON body: a gateway or server that ignores
+    ``stream: true`` and sends the whole response. Read through the SSE reader it held no event, so the
+    turn was TRUNCATED(stream_interrupted), retried and paid for again until INCOMPLETE, though the
+    answer was complete. No event stream is ``application/json`` (or ``+json``): read it as a plain body."""
+    kind = str(headers.get("content-type", "")).split(";", 1)[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
+
+
 async def read_capped(chunks: AsyncIterator[bytes], limit: int) -> bytes | None:
     """A plain body, read whole; ``None`` as soon as it goes over ``limit`` bytes
     (``StreamCaps.max_body_bytes``), without reading the rest."""
@@ -384,18 +393,17 @@ async def stainless_complete(
         options["extra_body"] = extra
     broken = transport_errors()
     try:
-        if stream:
-            async with resource.with_streaming_response.create(**known, **options) as response:
+        async with resource.with_streaming_response.create(**known, **options) as response:
+            http_response = response.http_response
+            if stream and not answered_plain(http_response.headers):
                 return await feed_stream(
                     adapter,
-                    decoded_bytes(response.http_response),
+                    decoded_bytes(http_response),
                     model=model,
                     on_progress=on_progress,
                     caps=caps,
                     broken=(*broken, sdk.APIConnectionError),
                 )
-        async with resource.with_streaming_response.create(**known, **options) as response:
-            http_response = response.http_response
             try:
                 limit = (caps or StreamCaps()).max_body_bytes
                 content = await read_capped(decoded_bytes(http_response), limit)

@@ -37,6 +37,7 @@ from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
 from . import (
     _server_root,
+    answered_plain,
     api_key_for,
     check_client_args,
     effective_timeout,
@@ -254,7 +255,7 @@ class HttpModel:
                     return adapter.map_error(
                         RawFailure("http", response.status_code, raw, dict(response.headers)), model=model
                     )
-                if stream:
+                if stream and not answered_plain(response.headers):
                     return await feed_stream(
                         adapter,
                         decoded_bytes(response),
