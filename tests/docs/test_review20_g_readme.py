@@ -145,8 +145,10 @@ def test_every_file_the_docs_name_exists() -> None:
     named = {p for p in named if "/" in p or p.endswith(".md")}
     assert named, "no file names found: the pattern drifted"
     missing = sorted(p for p in named if not any((root / p).exists() for root in roots))
-    # DECISIONS.md and ARCHITECTURE.md are the shared design, outside the repository
-    assert [p for p in missing if p not in ("DECISIONS.md", "ARCHITECTURE.md")] == []
+    # DECISIONS.md and ARCHITECTURE.md are the shared design, outside the repository (named bare or by a
+    # path out of it, ../shared/design/...): a checkout elsewhere does not have them beside it
+    outside = ("DECISIONS.md", "ARCHITECTURE.md")
+    assert [p for p in missing if p not in outside and not p.startswith("../")] == []
 
 
 class _Order(BaseModel):
