@@ -7,9 +7,36 @@ benchmarks' job (bench/), never assertions in tests; a test's own ``@settings`` 
 sets these.
 """
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from hypothesis import HealthCheck, settings
+
+from callbound.stores import open as open_store
+from callbound.stores.base import Store
 
 settings.register_profile(
     "callbound", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 settings.load_profile("callbound")
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def each_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A fresh store of each kind, for a rule that must hold on every store alike; the PostgreSQL one in
+    a schema of its own (skips without CALLBOUND_TEST_POSTGRES, as every PostgreSQL test does)."""
+    if request.param == "postgres":
+        from tests.stores.conftest import PgSchema
+
+        schema = PgSchema()
+        opened = open_store(schema.url)
+        try:
+            yield opened
+        finally:
+            opened.close()
+            schema.drop()
+        return
+    opened = open_store("memory:" if request.param == "memory" else f"sqlite:///{tmp_path / 'cb.db'}")
+    yield opened
+    opened.close()

@@ -10,8 +10,6 @@ memory store took it."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,11 +28,9 @@ from callbound.core.dispatch import (
 )
 from callbound.core.registry import CallContext, Registry, ToolSpec
 from callbound.core.types import ToolCall
-from callbound.stores import open as open_store
 from callbound.stores.base import Store
 
 from ..runtime.helpers import Counter, OrderArgs, calls, error_code, fc, final, last_outputs, make, write_tool
-from ..stores.conftest import PgSchema
 
 OP = TrustedOperation("op-1", "acme", "u1", None)
 
@@ -79,20 +75,9 @@ def test_exactly_at_the_limit_and_one_byte_over() -> None:
     assert isinstance(plan("k" * (MAX_INTENT_KEY_BYTES - 1) + "é"), Reject)  # 1025 bytes, 1024 characters
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "postgres":
-        schema = PgSchema()
-        opened = open_store(schema.url)
-        try:
-            yield opened
-        finally:
-            opened.close()
-            schema.drop()
-        return
-    opened = open_store("memory:" if request.param == "memory" else f"sqlite:///{tmp_path / 'cb.db'}")
-    yield opened
-    opened.close()
+@pytest.fixture
+def store(each_store: Store) -> Store:
+    return each_store  # memory, SQLite and PostgreSQL (tests/conftest.py)
 
 
 LONG = secrets.token_hex(1500)  # 3000 characters that do not compress below the btree's limit

@@ -12,16 +12,11 @@ UsageError before anything is stored, on every store."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 import callbound as cb
-from callbound.stores import open as open_store
 from callbound.stores.base import Store
 
-from ..stores.conftest import PgSchema
 from .helpers import (
     Counter,
     OrderArgs,
@@ -36,20 +31,9 @@ from .helpers import (
 )
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "postgres":
-        schema = PgSchema()
-        opened = open_store(schema.url)
-        try:
-            yield opened
-        finally:
-            opened.close()
-            schema.drop()
-        return
-    opened = open_store("memory:" if request.param == "memory" else f"sqlite:///{tmp_path / 'cb.db'}")
-    yield opened
-    opened.close()
+@pytest.fixture
+def store(each_store: Store) -> Store:
+    return each_store  # memory, SQLite and PostgreSQL (tests/conftest.py)
 
 
 def intent(args: OrderArgs, ctx: cb.CallContext) -> str:
