@@ -70,6 +70,13 @@ def check_client_args(
             ) from exc
     if isinstance(api_key, str):
         check_key(api_key, f"{owner}(api_key=...)")
+    if api == "gemini-generate" and isinstance(model, str) and any(s in model for s in ("..", "?", "&")):
+        # the model is part of the URL: google-genai refuses such a name before sending (ValueError, which
+        # the runner took for a failed connection and retried until FAILED) and HttpModel's request met a
+        # 404; one answer on both transports, before anything is stored
+        raise UsageError(
+            f"{owner}(model=...) names no gemini-generate model: a model name holds no '..', '?' or '&'"
+        )
     if isinstance(base_url, str):
         check_base_url(base_url, f"{owner}(base_url=...)")
     if timeout_s is not None and (
