@@ -101,3 +101,17 @@ async def test_an_error_object_answering_a_stream_request_is_read_as_an_error(
     turn = await _turn(server, transport, api, stream=True, reply=reply)
     assert turn.reason != "stream_interrupted"
     assert turn.failure is not None
+
+
+@pytest.mark.parametrize(("transport", "api"), _params())
+async def test_an_event_stream_sent_as_json_is_still_read_as_a_stream(
+    server: Loopback, transport: str, api: str
+) -> None:
+    """A server that labels its event stream application/json (a misconfigured gateway): the body is not
+    the provider's JSON, so it is read as the stream it is, the same turn as under text/event-stream."""
+    sc = SCENARIOS[(api, True)]()
+    as_sse = await _turn(server, transport, api, stream=True, reply=sc.first)
+    mislabelled = Reply(sc.first.body)  # sse=False: sent whole, as application/json
+    as_json = await _turn(server, transport, api, stream=True, reply=mislabelled)
+    assert as_json.failure is None and as_json.calls
+    assert _view(as_json) == _view(as_sse)

@@ -286,6 +286,13 @@ def answered_plain(headers: Any) -> bool:
     return kind == "application/json" or kind.endswith("+json")
 
 
+async def as_stream(raw: bytes) -> AsyncIterator[bytes]:
+    """A body read whole, fed to the stream reader: an answer to a stream request sent as
+    ``application/json`` that is not the provider's JSON (``plain_turn`` refused it) is read as the
+    event stream it may be under the wrong content type, or as the raw error object it holds."""
+    yield raw
+
+
 async def read_capped(chunks: AsyncIterator[bytes], limit: int) -> bytes | None:
     """A plain body, read whole; ``None`` as soon as it goes over ``limit`` bytes
     (``StreamCaps.max_body_bytes``), without reading the rest."""
@@ -413,6 +420,10 @@ async def stainless_complete(
         try:
             return plain_turn(adapter, content, caps, model)
         except ProtocolViolation:
+            if stream and content is not None:  # see answered_plain
+                return await feed_stream(
+                    adapter, as_stream(content), model=model, on_progress=on_progress, caps=caps
+                )
             failure = RawFailure("http", http_response.status_code, content, dict(http_response.headers))
             return adapter.map_error(failure, model=model)
     except sdk.APIStatusError as exc:

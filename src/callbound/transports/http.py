@@ -39,6 +39,7 @@ from . import (
     _server_root,
     answered_plain,
     api_key_for,
+    as_stream,
     check_client_args,
     effective_timeout,
     feed_stream,
@@ -274,6 +275,10 @@ class HttpModel:
                 try:
                     return plain_turn(adapter, raw, self.caps, model)
                 except ProtocolViolation:
+                    if stream and raw is not None:  # see answered_plain
+                        return await feed_stream(
+                            adapter, as_stream(raw), model=model, on_progress=on_progress, caps=self.caps
+                        )
                     # A 2xx body that is not the provider's JSON: the adapter classifies it like
                     # an error body (fatal unless its status says otherwise).
                     return adapter.map_error(
