@@ -23,15 +23,14 @@ import sys
 import tomllib
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 import callbound as cb
 from callbound.demo.payments import FakePayments
 from callbound.demo.refund import SCENARIOS
 from callbound.testing import ScriptedModel
+from tests.docs.order_script import ANSWER, call_response, registry
 from tests.recordings import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
@@ -151,59 +150,12 @@ def test_every_file_the_docs_name_exists() -> None:
     assert [p for p in missing if p not in outside and not p.startswith("../")] == []
 
 
-class _Order(BaseModel):
-    order_id: str
-
-
-def _call(rid: str) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "status": "completed",
-        "output": [
-            {
-                "type": "function_call",
-                "id": "fc_" + rid,
-                "call_id": "call_" + rid,
-                "name": "get_order",
-                "arguments": json.dumps({"order_id": "A1"}),
-            }
-        ],
-    }
-
-
-ANSWER = {
-    "id": "r9",
-    "status": "completed",
-    "output": [
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}
-    ],
-}
-
-
-def _registry(result: object) -> cb.Registry:
-    def handler(args: _Order, ctx: cb.CallContext) -> object:
-        return result
-
-    return cb.Registry(
-        [
-            cb.ToolSpec(
-                name="get_order",
-                description="Look up an order",
-                params=_Order,
-                handler=handler,
-                schema_version="v1",
-                risk="read",
-            )
-        ]
-    )
-
-
 @pytest.mark.parametrize("value", [Decimal("40.00"), dt.datetime(2026, 1, 1, tzinfo=dt.UTC)])
 def test_a_decimal_or_datetime_result_reaches_the_model_as_handler_error(value: object) -> None:
     text = " ".join(README.read_text(encoding="utf-8").split())
     assert "(a `Decimal` or `datetime` result reaches the model as `HANDLER_ERROR`)" in text
-    model = ScriptedModel("openai-responses", [_call("r1"), ANSWER])
-    outcome = cb.Runner(model=model, registry=_registry({"total": value})).run_sync(
+    model = ScriptedModel("openai-responses", [call_response("r1"), ANSWER])
+    outcome = cb.Runner(model=model, registry=registry({"total": value})).run_sync(
         input="Where is A1?", tenant="acme", subject="user-1"
     )
     assert outcome.state == "COMPLETED"

@@ -9,67 +9,18 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import io
-import json
 import re
-from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 import callbound as cb
 import callbound.testing
 from callbound.stores.memory import MemoryStore
 from callbound.testing import FakeClock, ScriptedModel
+from tests.docs.order_script import ANSWER, call_response, registry
 from tests.recordings import REPO_ROOT
 
 REFERENCE = REPO_ROOT / "docs" / "reference.md"
-
-
-class _Order(BaseModel):
-    order_id: str
-
-
-def _call(rid: str) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "status": "completed",
-        "output": [
-            {
-                "type": "function_call",
-                "id": "fc_" + rid,
-                "call_id": "call_" + rid,
-                "name": "get_order",
-                "arguments": json.dumps({"order_id": "A1"}),
-            }
-        ],
-    }
-
-
-ANSWER = {
-    "id": "r9",
-    "status": "completed",
-    "output": [
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}
-    ],
-}
-
-
-def _registry(result: object) -> cb.Registry:
-    def handler(args: _Order, ctx: cb.CallContext) -> object:
-        return result
-
-    return cb.Registry(
-        [
-            cb.ToolSpec(
-                name="get_order",
-                description="Look up an order",
-                params=_Order,
-                handler=handler,
-                schema_version="v1",
-                risk="read",
-            )
-        ]
-    )
 
 
 def _testing_section() -> str:
@@ -100,13 +51,13 @@ def test_a_script_run_out_leaves_the_operation_for_a_resume_with_a_longer_script
     request, counted from what it has stored."""
     store = MemoryStore()
     runner = cb.Runner(
-        model=ScriptedModel("openai-responses", [_call("r1")]), registry=_registry({}), store=store
+        model=ScriptedModel("openai-responses", [call_response("r1")]), registry=registry({}), store=store
     )
     with pytest.raises(cb.ScriptExhausted):
         runner.run_sync(input="Where is A1?", tenant="acme", subject="user-1", operation_id="op_1")
     assert runner.outcome("op_1").state == "MODEL_REQUESTED"
-    longer = ScriptedModel("openai-responses", [_call("r1"), ANSWER])
-    outcome = cb.Runner(model=longer, registry=_registry({}), store=store).resume_sync("op_1")
+    longer = ScriptedModel("openai-responses", [call_response("r1"), ANSWER])
+    outcome = cb.Runner(model=longer, registry=registry({}), store=store).resume_sync("op_1")
     assert (outcome.state, outcome.text, len(longer.requests)) == ("COMPLETED", "done", 1)
 
 
