@@ -161,9 +161,9 @@ class ToolSpec:
     anything but ``True`` (a truthy string included) and a ``requires_approval`` rule asks a human on
     anything but ``False``; a hook that raises does the same. ``intent_key(args, ctx)`` names the business intent for write tools (D13);
     ``reconcile(key, ctx)`` finds out what happened after an unknown outcome (D16): it returns the
-    effect's result (applied; ``None`` is a null result, not "absent"), raises ``NotApplied``
-    (definitely not applied, so the call may run again) or raises anything else (cannot tell: the
-    operation stops OUTCOME_UNKNOWN).
+    effect's result (applied), raises ``NotApplied`` (definitely not applied, so the call may run
+    again), or returns ``None`` (what a lookup that found nothing returns) or raises anything else
+    (cannot tell: the operation stops OUTCOME_UNKNOWN).
     """
 
     name: str

@@ -22,7 +22,9 @@ _MAX_TTL = timedelta(days=365 * 1000)
 
 
 class ApproverNotAllowed(UsageError):
-    """This approver may not decide this approval (tenant, self-approval or the policy's hook)."""
+    """This approver may not decide this approval: the operation's own subject (unless
+    ``Policy(allow_self_approval=True)``), or ``Policy.approver_allowed`` did not answer ``True``. An
+    approver of another tenant gets ``UnknownApproval`` instead."""
 
 
 @dataclass(frozen=True)
