@@ -1,4 +1,4 @@
-"""Helpers shipped for users' own tests: ScriptedModel, ApiError, StreamCut and FakeClock.
+"""Helpers shipped for users' own tests: ScriptedModel, ApiError, Stream, StreamCut and FakeClock.
 
 ``ScriptedModel(api, responses)`` replays raw provider wire responses through the real adapter (D24):
 response k answers the operation's k-th model request, k counted from what the operation has stored,
@@ -8,11 +8,14 @@ so a resumed process or another worker continues the script. Each response is on
 - a list of stream events (dicts, ``"[DONE]"``, or a ``StreamCut()`` marker that drops the
   connection there), or raw SSE / JSON-lines text (as a str, or wrapped in ``Stream(text)`` to set its
   chunk size);
-- ``ApiError(status, body, headers)``: an HTTP error, classified by the adapter's ``map_error``.
+- ``ApiError(status, body, headers)``: an HTTP error, classified by the adapter's ``map_error``;
+- a function of the request body (a copy) that returns one of the above.
 
 Every request is recorded in ``.requests`` and, by default, checked against the provider's rules
 (every call answered exactly once, results first, call ids echoed, signatures carried); a broken
-request raises ``ScriptedRequestError``.
+request, or a response function that raises, raises ``ScriptedRequestError``. A request past the end
+of the script raises ``ScriptExhausted``, and the operation stays MODEL_REQUESTED for a resume with a
+longer script. Both are ``UsageError``s. ``FakeClock`` is a clock that moves only when told (D23).
 """
 
 from __future__ import annotations

@@ -42,7 +42,9 @@ class StreamCaps:
       event not yet complete (its data lines and an unfinished line, counted in characters, each at
       least a byte), and what a stream has sent in all besides arguments: its text (answer, refusal,
       reasoning; UTF-8 bytes) and, on Anthropic and Gemini, every other piece it holds (``held_len``;
-      docs/stop-reasons.md). Over it the transport stops reading → TRUNCATED(response_too_large), no
+      docs/stop-reasons.md), on openai-responses every done item other than a call or message, and
+      on openai-chat every content part other than text and a ``reasoning_details`` entry's
+      encrypted data or signature. Over it the transport stops reading → TRUNCATED(response_too_large), no
       call runs, not retried: a server that sends one endless line or event, or endless text deltas,
       cannot make callbound buffer it all.
 
