@@ -1,15 +1,15 @@
 """What a handler's or a reconcile hook's value becomes for the model (D11), and counting a run (D13 (2)).
 
 Split from execute.py, which runs the calls; these shape their values. A result over the cap is a
-RESULT_TOO_LARGE envelope, never truncated (D11); a replayed result is held to the replaying
-operation's cap.
+RESULT_TOO_LARGE envelope, never truncated (D11), and what the audit keeps of it is its size and digest
+(``omitted``), not the body; a replayed result is held to the replaying operation's cap.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..core.canonical import canonical_bytes
+from ..core.canonical import canonical_bytes, canonical_sha256
 from ..core.dispatch import HANDLER_ERROR, RESULT_TOO_LARGE
 from ..core.errors import USER_CODE_FAILURES
 from ..core.guards import result_cap
@@ -32,8 +32,17 @@ def result_for(spec: ToolSpec, op: Operation, value: Any) -> tuple[dict[str, Any
         return error_result(HANDLER_ERROR, "the tool returned a value that is not JSON." + applied), None
     cap = result_cap(op.budgets, spec.max_result_bytes)
     if size > cap:
-        return too_large(size, cap, spec.is_write), data
+        return too_large(size, cap, spec.is_write), omitted(data, size)
     return ok_result(data), data
+
+
+def omitted(data: Any, size: int) -> dict[str, Any]:
+    """The audit output of a result over the cap (D11, D20): its canonical size and SHA-256, not the body.
+    The cap bounds what is kept as well as what is sent: the whole value went into the journal's results
+    row (and, across an approval pause, the operation row rewritten on every commit), so a handler
+    returning 50 MB wrote 50 MB per call (review round 21, d). Whoever kept the value can prove it is
+    the one the call produced; the chain vouches for this record like for any output."""
+    return {"omitted": RESULT_TOO_LARGE, "bytes": size, "sha256": canonical_sha256(data)}
 
 
 def too_large(size: int, cap: int, applied: bool) -> dict[str, Any]:
