@@ -36,6 +36,10 @@ SETTINGS_KEYS = frozenset(
     }
 )
 
+# "replay" (the default) sends the whole transcript; "previous_response_id" chains on the provider's
+# stored response where the API has one (openai-responses, gemini-interactions) and replays elsewhere.
+CONTINUATIONS = frozenset({"replay", "previous_response_id"})
+
 _STORE_METHODS = ("commit", "load_operation", "audit_events", "get_approval")
 _APP_SHAPE = "{'ref': 'module:factory', 'args': {...}} or a 'module:factory' string"
 
@@ -386,6 +390,14 @@ def checked_settings(settings: Any) -> dict[str, Any]:
     if model is not None and (not isinstance(model, str) or not model.strip()):
         raise UsageError(f"settings['model'] must be the model's name, not {model!r}")
     check_text("settings['model']", model)
+    continuation = out.get("continuation")
+    if continuation is not None and (not isinstance(continuation, str) or continuation not in CONTINUATIONS):
+        # a misspelt "previous_response_id" replayed the whole transcript on every request, silently
+        # paying for the history each turn; a value is one of the two modes or absent (D8)
+        raise UsageError(
+            f"settings['continuation'] must be one of {sorted(CONTINUATIONS)} (or absent: replay), "
+            f"not {continuation!r}"
+        )
     if out.get("extra") is not None and not isinstance(out["extra"], dict):
         raise UsageError(f"settings['extra'] takes a dict of request fields, not {_kind(out['extra'])}")
     return out
