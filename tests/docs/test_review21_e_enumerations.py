@@ -4,6 +4,8 @@
   or ``GEMINI_`` name written in src) is named in README.md or docs/. ``CALLBOUND_UNSAFE_NO_LEDGER``,
   which turns the idempotency ledger off for every write of a process (the crash matrix's negative
   control, D22), was named nowhere a user reads.
+- The ``Finish`` row of docs/reference.md lists every ``Finish``; docs/durability.md lists every ledger
+  status (``LedgerStatus``).
 - docs/durability.md's crash-point table (D22) lists exactly the crash points the runtime defines
   (``callbound.runtime.crash.CRASH_POINTS``), each one the code calls, and the crash matrix runs every
   row of it."""
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+import callbound as cb
+from callbound.core.idempotency import LedgerStatus
 from callbound.runtime.crash import CRASH_POINTS
 from tests.durability.test_crash_matrix import CRASH_POINTS as MATRIX
 from tests.recordings import REPO_ROOT
@@ -50,3 +54,15 @@ def test_the_crash_point_table_lists_the_runtime_crash_points() -> None:
     called = set(re.findall(r"""crash_point\(\s*["'](\w+)["']""", _source()))
     assert called == set(CRASH_POINTS)
     assert documented == list(MATRIX)
+
+
+def test_the_finish_row_lists_every_finish() -> None:
+    text = (REPO_ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    row = re.findall(r"^\| `Finish` \| how a turn ended: (.*?) \(", text, re.M)[0]
+    assert re.findall(r"`([A-Z_]+)`", row) == list(cb.Finish.__members__)
+
+
+def test_the_ledger_statuses_durability_lists_are_the_ledgers() -> None:
+    text = " ".join((REPO_ROOT / "docs" / "durability.md").read_text(encoding="utf-8").split())
+    listed = re.findall(r"The ledger entry \(((?:`[A-Z]+`,? ?)+)\)", text)[0]
+    assert re.findall(r"`([A-Z]+)`", listed) == list(LedgerStatus.__members__)
