@@ -180,8 +180,8 @@ def test_classify_turn_property(
 
     # Whatever the turn, the verdict is a legal move from MODEL_REQUESTED.
     check_transition(State.MODEL_REQUESTED, verdict.target)
-    # Only an explicit completion is success.
-    assert (verdict.target is State.COMPLETED) == (finish is Finish.FINAL_TEXT)
+    # Only an explicit completion is success, and a completion has no calls (D1).
+    assert (verdict.target is State.COMPLETED) == (finish is Finish.FINAL_TEXT and n_calls == 0)
     # Calls run only from a proposal turn that has calls.
     assert t.executable == (finish is Finish.TOOL_PROPOSALS)
     assert (verdict.target is State.VALIDATING) == (finish is Finish.TOOL_PROPOSALS and n_calls > 0)

@@ -22,8 +22,9 @@ characters; past it the reader raises ``EventTooLarge`` and is done. What an eve
 values (not the ``data:`` before each), a data line not yet ended included. A data line is measured
 the same whether it came whole or in pieces, so an event exactly at the limit is read and one character
 over is not, however the bytes were split into chunks (review round 20). Any other field or comment
-adds nothing to its event; while it is not yet ended it is held, alone, to the limit (an ended one
-longer than the limit, come whole in a chunk, is read and dropped). The lines of an SSE stream that
+adds nothing to its event but is a line of its own, held to the limit alone: one longer than the
+limit stops the reader (``EventTooLarge``) whether it came whole or in pieces, since which of the two
+happened is up to the network (it used to be dropped when whole, review round 21, c). The lines of an SSE stream that
 are no field, kept to find a raw error object at its end (``_raw_error``), hold at most ``max_event``
 characters together; lines past that are dropped. Before a failure (``EventTooLarge``, bytes that are not UTF-8) the events complete before the
 bad point are still read (``read_into``), so where the chunks were split never decides them. Only input larger than the limit is checked event by event, so the common path pays one
@@ -249,6 +250,10 @@ class SSEReader:
                 size = 0
             elif line.startswith("data:"):
                 size += _line_cost(line)
+            elif len(line) > limit:
+                # any other field or comment counts alone, as while it is not yet ended (_held_with):
+                # one longer than the limit stops the reader however its bytes came (review round 21, c)
+                return max(0, start - len(partial))
             if size > limit:
                 return max(0, start - len(partial))
             start = end.end()

@@ -60,6 +60,8 @@ def classify_turn(turn: ModelTurn) -> TurnVerdict:
     """
     f = turn.finish
     if f is Finish.FINAL_TEXT:
+        if turn.calls:  # D1: a completion has no calls; from a custom client, success would drop them
+            return TurnVerdict(State.FAILED, "UNKNOWN_STOP_REASON")
         return TurnVerdict(State.COMPLETED, None)
     if f is Finish.TOOL_PROPOSALS:
         if not turn.calls:  # an adapter bug must not look like success
