@@ -39,7 +39,7 @@ from ..core.errors import ProtocolViolation, UsageError
 from ..core.model import ProgressCallback, RequestMeta
 from ..core.types import ModelTurn, RawFailure
 from .bodycap import body_cap_hook, decoded_bytes, was_cut
-from .checks import check_client_args, check_key
+from .checks import check_client_args, check_key, sdk_base_url
 
 if TYPE_CHECKING:
     from ..core.model import ModelClient
@@ -456,6 +456,7 @@ class StainlessModel:
     and the resource that creates a response."""
 
     client_class = ""
+    default_base_url = ""  # the provider's URL as the SDK takes it
 
     def __init__(
         self,
@@ -483,6 +484,9 @@ class StainlessModel:
         self.api = api
         self._adapter: Adapter = get_adapter(api)
         self.base_url = base_url
+        # its SDK's variable checked now, a UsageError naming it (as over HttpModel), not every request
+        # a retried connection error; a client of your own keeps its own URL
+        self._sdk_url = None if client is not None else sdk_base_url(api, base_url, self.default_base_url)
         self._api_key = api_key
         self.model = model
         self.timeout_s = timeout_s
@@ -518,7 +522,7 @@ class StainlessModel:
         )
         client = factory(
             api_key=key,
-            base_url=self.base_url,
+            base_url=self._sdk_url,
             max_retries=0,
             timeout=timeout,
             http_client=http,
@@ -526,7 +530,7 @@ class StainlessModel:
         )
         return self._settle(client, key), True
 
-    def _default_headers(self) -> dict[str, str]:
+    def _default_headers(self) -> dict[str, Any]:
         """Headers the SDK client is made with (none here; AnthropicModel pins its API version)."""
         return {}
 

@@ -57,6 +57,7 @@ class AnthropicModel(StainlessModel):
     otherwise a client is made for each request, so the model works under any event loop."""
 
     client_class = "AsyncAnthropic"
+    default_base_url = "https://api.anthropic.com"
 
     def __init__(
         self,
@@ -88,7 +89,7 @@ class AnthropicModel(StainlessModel):
     def _resource(self, client: Any) -> Any:
         return client.messages
 
-    def _default_headers(self) -> dict[str, str]:
+    def _default_headers(self) -> dict[str, Any]:
         return {"anthropic-version": ANTHROPIC_VERSION}
 
     def _client(self, timeout: float) -> tuple[Any, bool]:

@@ -1,20 +1,88 @@
 """Argument checks of the live clients: ``make_client`` and every client class run
 ``check_client_args`` when made, so that a wrong argument is a ``UsageError`` then, not a failed (and
 retried) request after the operation is stored; ``check_key`` also guards keys read from the
-environment (``api_key_for``)."""
+environment (``api_key_for``), ``env_base_url`` the base URL an SDK reads from its variable and
+``openai_env_headers`` the organization and project the openai SDK reads from its variables, for both
+transports alike (review round 21, c)."""
 
 from __future__ import annotations
 
 import math
+import os
 from urllib.parse import urlsplit
 
 from ..adapters.base import StreamCaps
 from ..core.errors import UsageError
 
-__all__ = ["check_base_url", "check_client_args", "check_key"]
+__all__ = [
+    "BASE_URL_ENV",
+    "OPENAI_HEADER_ENV",
+    "check_base_url",
+    "check_client_args",
+    "check_key",
+    "env_base_url",
+    "openai_env_headers",
+    "sdk_base_url",
+]
+
+# The variable each SDK reads its base URL from when it is given none (openai, anthropic, google-genai).
+BASE_URL_ENV = {
+    "openai-responses": "OPENAI_BASE_URL",
+    "openai-chat": "OPENAI_BASE_URL",
+    "anthropic-messages": "ANTHROPIC_BASE_URL",
+    "gemini-generate": "GOOGLE_GEMINI_BASE_URL",
+    "gemini-interactions": "GOOGLE_GEMINI_BASE_URL",
+}
+
+# The headers the openai SDK sends from these variables when the client is given no organization or
+# project (openai lib/_client_auth.py): HttpModel sends them too, so the same environment names the
+# same organization whichever transport carries the request.
+OPENAI_HEADER_ENV = (("openai-organization", "OPENAI_ORG_ID"), ("openai-project", "OPENAI_PROJECT_ID"))
 
 
-def check_key(key: str, where: str) -> None:
+def env_base_url(api: str) -> str | None:
+    """The value of the SDK's base-URL variable for ``api`` (``BASE_URL_ENV``), checked like a
+    ``base_url`` argument (a ``UsageError`` naming the variable), or None when it is unset or empty:
+    the provider's own URL then, on both transports (the SDKs took an empty one for the URL itself, so
+    every request failed as a retried connection error)."""
+    name = BASE_URL_ENV.get(api)
+    value = os.environ.get(name) if name else None
+    if not value:
+        return None
+    check_base_url(value, f"the environment variable {name}")
+    return value
+
+
+def sdk_base_url(api: str, base_url: str | None, default: str) -> str | None:
+    """The base URL to make an SDK client with: ``base_url`` when given, else its variable's
+    (``env_base_url``, checked), else ``default`` (the provider's) where the variable is set but empty,
+    as ``HttpModel`` reads it (the openai and anthropic SDKs took the empty string for their URL),
+    else None (the SDK's own default)."""
+    if base_url is not None:
+        return base_url
+    found = env_base_url(api)
+    if found is None and os.environ.get(BASE_URL_ENV.get(api, "")) == "":
+        return default
+    return found
+
+
+def openai_env_headers() -> dict[str, str]:
+    """The ``OpenAI-Organization`` and ``OpenAI-Project`` headers from ``OPENAI_ORG_ID`` and
+    ``OPENAI_PROJECT_ID``; an unset or empty variable sends none. A value no HTTP header can carry
+    (whitespace at either end, a newline, a non-ASCII or control character) is a ``UsageError`` naming
+    the variable: it failed every request locally, over either transport, as a connection error
+    retried until FAILED(CONNECTION_ERROR) after the operation was stored, or raised
+    ``UnicodeEncodeError`` out of the client."""
+    headers: dict[str, str] = {}
+    for header, name in OPENAI_HEADER_ENV:
+        value = os.environ.get(name)
+        if value:
+            check_key(value, f"the environment variable {name}", what="its value")
+            headers[header] = value
+    return headers
+
+
+def check_key(key: str, where: str, *, what: str = "the key") -> None:
     """Refuse a key that no HTTP header can carry (a trailing newline from a key file, a non-ASCII or
     control character) with a ``UsageError`` naming the character class and its place, never the key:
     it used to be accepted, then every request failed locally as a retried connection error (4
@@ -34,7 +102,7 @@ def check_key(key: str, where: str) -> None:
             if problem:
                 break
     if problem:
-        raise UsageError(f"{where} {problem}: no HTTP header can carry the key; fix it")
+        raise UsageError(f"{where} {problem}: no HTTP header can carry {what}; fix it")
 
 
 def check_client_args(

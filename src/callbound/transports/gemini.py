@@ -52,6 +52,7 @@ from . import (
     within_deadline,
 )
 from .bodycap import body_cap_hook, was_cut
+from .checks import env_base_url
 
 __all__ = ["GeminiModel"]
 
@@ -95,6 +96,8 @@ class GeminiModel:
             timeout_s=timeout_s,
             caps=caps,
         )
+        if base_url is None:
+            env_base_url(api)  # GOOGLE_GEMINI_BASE_URL checked now, as over HttpModel (the SDK reads it too)
         self.api = api
         self._adapter: Adapter = get_adapter(api)
         self.base_url = base_url

@@ -24,7 +24,6 @@ stretch it. There are no retries here; the Runner retries.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 from urllib.parse import quote
 
@@ -49,7 +48,7 @@ from . import (
     within_deadline,
 )
 from .bodycap import ERROR_BODY_LIMIT, decoded_bytes
-from .checks import check_base_url
+from .checks import BASE_URL_ENV, env_base_url, openai_env_headers
 
 __all__ = ["BASE_URL_ENV", "DEFAULT_BASE_URLS", "INTERACTIONS_API_REVISION", "HttpModel"]
 
@@ -69,26 +68,12 @@ INTERACTIONS_API_REVISION = "2026-05-20"
 # not a TransportError, hence named here.
 _BROKEN: tuple[type[Exception], ...] = (httpx.TransportError, httpx.StreamError, httpx.DecodingError)
 
-# The variable each SDK reads its base URL from when it is given none (openai, anthropic, google-genai):
-# HttpModel reads it too, so that one environment reaches one server whichever transport carries it.
-BASE_URL_ENV = {
-    "openai-responses": "OPENAI_BASE_URL",
-    "openai-chat": "OPENAI_BASE_URL",
-    "anthropic-messages": "ANTHROPIC_BASE_URL",
-    "gemini-generate": "GOOGLE_GEMINI_BASE_URL",
-    "gemini-interactions": "GOOGLE_GEMINI_BASE_URL",
-}
-
 
 def _env_base_url(api: str) -> str | None:
-    """The SDK's base-URL variable for ``api``, as the server root (OpenAI's carries ``/v1``, which
-    HttpModel adds itself), or None when unset or empty."""
-    name = BASE_URL_ENV.get(api)
-    value = os.environ.get(name) if name else None
-    if not value:
-        return None
-    check_base_url(value, f"the environment variable {name}")
-    return _server_root(value)
+    """The SDK's base-URL variable for ``api`` (``BASE_URL_ENV``), as the server root (OpenAI's
+    carries ``/v1``, which HttpModel adds itself), or None when unset or empty: one environment reaches
+    one server whichever transport carries the request."""
+    return _server_root(env_base_url(api))
 
 
 # The APIs whose request body names the model (gemini-generate names it in the URL).
@@ -122,6 +107,8 @@ class HttpModel:
         self.api = api
         self._adapter: Adapter = get_adapter(api)
         self.base_url = (base_url or _env_base_url(api) or DEFAULT_BASE_URLS[api]).rstrip("/")
+        if api.startswith("openai-"):
+            openai_env_headers()  # a variable no header can carry: a UsageError now, not at each request
         self._api_key = api_key
         self.model = model
         self.timeout_s = timeout_s
@@ -184,13 +171,7 @@ class HttpModel:
             # the organization and project the openai SDK names from its variables: the same request
             # on either transport (a user key in several organizations is billed, limited and
             # allowed models by the one named)
-            for header, name in (
-                ("openai-organization", "OPENAI_ORG_ID"),
-                ("openai-project", "OPENAI_PROJECT_ID"),
-            ):
-                value = os.environ.get(name)
-                if value:
-                    headers[header] = value
+            headers.update(openai_env_headers())
         elif self.api == "anthropic-messages":
             headers["x-api-key"] = key
             headers["anthropic-version"] = ANTHROPIC_VERSION

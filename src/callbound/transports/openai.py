@@ -21,6 +21,7 @@ recorded in each turn's provenance (``openai/<version>``).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ..adapters.base import StreamCaps
@@ -28,6 +29,7 @@ from ..core.errors import UsageError
 from . import (
     StainlessModel,
 )
+from .checks import OPENAI_HEADER_ENV, openai_env_headers
 
 __all__ = ["OpenAIModel"]
 
@@ -54,6 +56,7 @@ class OpenAIModel(StainlessModel):
     (``run_sync`` starts a new one each time)."""
 
     client_class = "AsyncOpenAI"
+    default_base_url = "https://api.openai.com/v1"
 
     def __init__(
         self,
@@ -78,9 +81,19 @@ class OpenAIModel(StainlessModel):
             client=client,
             caps=caps,
         )
+        if client is None:
+            openai_env_headers()  # OPENAI_ORG_ID and OPENAI_PROJECT_ID checked now, as over HttpModel
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.api!r}, base_url={self.base_url!r}, model={self.model!r})"
 
     def _resource(self, client: Any) -> Any:
         return client.responses if self.api == "openai-responses" else client.chat.completions
+
+    def _default_headers(self) -> dict[str, Any]:
+        """``OPENAI_ORG_ID`` and ``OPENAI_PROJECT_ID`` checked (``openai_env_headers``); an empty one
+        sends no header, as over ``HttpModel`` (the SDK sent it empty). The SDK's own header names,
+        so that ``Omit`` replaces its entry."""
+        openai_env_headers()
+        names = {"openai-organization": "OpenAI-Organization", "openai-project": "OpenAI-Project"}
+        return {names[h]: self._sdk.Omit() for h, name in OPENAI_HEADER_ENV if os.environ.get(name) == ""}
