@@ -9,10 +9,13 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from ..core.approvals import PendingApproval
 from ..core.errors import CallboundError
 from ..core.states import TERMINAL
+from ..stores.rows import UnreadableRow
 from .errors import err, fail, out
-from .render import DEFAULT_STORE, AppRefOpt, StoreOpt, print_table, resume_hint
+from .heads import DAMAGED, in_order
+from .render import DEFAULT_STORE, AppRefOpt, StoreOpt, print_table, resume_hint, shown
 
 approvals_app = typer.Typer(no_args_is_help=True, help="List and decide pending approvals.")
 
@@ -41,7 +44,14 @@ def approvals_list(
     # `--all` never showed the newest decisions, where `ApprovalAlreadyDecided` sends the reader (review
     # round 18, d F4).
     limit = min(limit, MAX_LIMIT)
-    rows = st.list_approvals(tenant=tenant, status=None if all_ else "pending", limit=limit + 1)
+    # A damaged row is listed as such, the others with it (as ops list does): one row that did not load
+    # made the whole list exit 2, and the library's call raise, so a store of 10,000 paused approvals
+    # showed none of them to decide (review round 21, b).
+    damaged: list[UnreadableRow] = []
+    found = st.list_approvals(
+        tenant=tenant, status=None if all_ else "pending", limit=limit + 1, damaged=damaged
+    )
+    rows = in_order(found, damaged)
     if len(rows) > limit:
         rows = rows[:limit]
         err.print(
@@ -51,8 +61,14 @@ def approvals_list(
             ),
             highlight=False,
         )
+    for d in rows:
+        if isinstance(d, UnreadableRow):
+            err.print(Text.assemble(("warning:", "yellow"), f" {shown(unusable(d))}"), highlight=False)
     if as_json:
-        out.print_json(json.dumps([a.to_dict() for a in rows]))
+        listed = [
+            r.to_dict() if isinstance(r, PendingApproval) else r.columns | {"damaged": r.why} for r in rows
+        ]
+        out.print_json(json.dumps(listed))
         return
     from datetime import UTC
 
@@ -64,6 +80,12 @@ def approvals_list(
     now = datetime.now(UTC)
     table = Table("approval id", "operation", "tool", "arguments", "status", "expires")
     for a in rows:
+        if isinstance(a, UnreadableRow):
+            cols = a.columns
+            table.add_row(
+                shown(cols.get("approval_id")), shown(cols.get("operation_id")), "?", "?", DAMAGED, "?"
+            )
+            continue
         table.add_row(
             a.approval_id,
             a.operation_id,
@@ -76,6 +98,15 @@ def approvals_list(
             a.expires_at.isoformat(),
         )
     print_table(out, table)
+
+
+def unusable(d: UnreadableRow) -> str:
+    """What a damaged approval row means for its operation, and what to do."""
+    op = d.columns.get("operation_id")
+    return (
+        f"{d}; it is listed as {DAMAGED} and the other approvals as usual: restore the row from a backup "
+        f"to decide it (until then operation {op} cannot be resumed or cancelled)"
+    )
 
 
 def _when(at: datetime | None) -> str:

@@ -11,8 +11,8 @@ one ``error:`` line of any other unreadable row (exit 2, D28), as a head that is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
 from ..core.states import State
 from ..stores.rows import UnreadableRow
@@ -21,6 +21,7 @@ from ..stores.rows import UnreadableRow
 LISTED = ("operation_id", "tenant", "state", "created_at")
 SHOWN = ("tenant", "subject", "api", "state")
 DAMAGED = "DAMAGED"
+T = TypeVar("T")
 
 
 def fault(head: Any, keys: Iterable[str]) -> str | None:
@@ -101,3 +102,13 @@ def shown_row(head: dict[str, Any], why: str | None) -> dict[str, Any]:
     updated = head.get("updated_at")
     shown.update(state=DAMAGED, reason=why, updated_at=updated if isinstance(updated, str) else None)
     return shown
+
+
+def in_order(rows: Sequence[T], damaged: Sequence[UnreadableRow]) -> list[T | UnreadableRow]:
+    """A listing's rows and its damaged ones (``damaged=`` of ``list_approvals``, ``ledger_list``) in the
+    store's order: ``approvals list`` and ``ledger list`` list around a damaged row as ``ops list`` does,
+    where one such row made them list nothing, exit 2 (review round 21, b)."""
+    merged: list[T | UnreadableRow] = list(rows)
+    for d in sorted(damaged, key=lambda d: d.index or 0):
+        merged.insert(len(merged) if d.index is None else d.index, d)
+    return merged

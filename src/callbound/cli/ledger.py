@@ -17,7 +17,9 @@ from rich.text import Text
 
 from ..core.errors import LedgerChanged, SettleRefused, StoreError, UsageError
 from ..core.idempotency import LedgerEntry, LedgerStatus, settle_refusal
-from .errors import MAX_LIMIT
+from ..stores.rows import UnreadableRow
+from .errors import MAX_LIMIT, err
+from .heads import DAMAGED, in_order
 from .render import shown, shown_text
 
 ledger_app = typer.Typer(
@@ -57,17 +59,38 @@ def ledger_list(
     if status is not None and status not in LedgerStatus.__members__:
         raise _fail(f"unknown status {status!r}; use one of {', '.join(LedgerStatus.__members__)}")
     st = _open(store, create=False)
+    # A damaged entry is listed as such, the others with it (as ops list does); one made the whole list
+    # exit 2 and the library's call raise (review round 21, b).
+    damaged: list[UnreadableRow] = []
     try:
-        entries = st.ledger_list(tenant=tenant, status=status, limit=min(limit, MAX_LIMIT))
+        found = st.ledger_list(tenant=tenant, status=status, limit=min(limit, MAX_LIMIT), damaged=damaged)
     except StoreError as exc:
         raise _fail(str(exc)) from exc
+    entries = in_order(found, damaged)
+    for d in damaged:
+        err.print(
+            Text.assemble(
+                ("warning:", "yellow"),
+                f" {shown(d)}; it is listed as {DAMAGED} and the other entries as usual: restore the row "
+                "from a backup (until then it cannot be shown or settled)",
+            ),
+            highlight=False,
+        )
     if as_json:
-        out.print_json(json.dumps([e.to_dict() for e in entries]))
+        listed = [
+            e.to_dict() if isinstance(e, LedgerEntry) else e.columns | {"damaged": e.why} for e in entries
+        ]
+        out.print_json(json.dumps(listed))
         return
     from rich.table import Table
 
     table = Table("key", "tenant", "status", "tool", "operation", "attempts", "notes")
     for e in entries:
+        if isinstance(e, UnreadableRow):
+            c = e.columns
+            row = (c.get("key"), c.get("tenant"), DAMAGED, "?", c.get("operation_id"), "?", e.why)
+            table.add_row(*(shown(v) for v in row))
+            continue
         notes = []
         if e.handler_alive:
             notes.append("handler was still running")

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.approvals import PendingApproval
 from ..core.audit import AuditEvent
 from ..core.idempotency import LedgerEntry
+
+if TYPE_CHECKING:
+    from .rows import Damaged
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +65,16 @@ class Store(Protocol):
     def ledger_get(self, tenant: str, key: str) -> LedgerEntry | None: ...
 
     def ledger_list(
-        self, tenant: str | None = None, status: str | None = None, limit: int = 100
+        self,
+        tenant: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        *,
+        damaged: Damaged = None,
     ) -> list[LedgerEntry]:
-        """Ledger entries, ordered by tenant, then key (code point order)."""
+        """Ledger entries, ordered by tenant, then key (code point order). An entry that does not read
+        raises ``UnreadableRow``; with ``damaged`` (a list) it is appended there instead and the others
+        are listed."""
         ...
 
     def settle_ledger(self, expected: LedgerEntry, settled: LedgerEntry) -> None:
@@ -82,7 +92,10 @@ class Store(Protocol):
         status: str | None = "pending",
         operation_id: str | None = None,
         limit: int = 1000,
-    ) -> list[PendingApproval]: ...
+        damaged: Damaged = None,
+    ) -> list[PendingApproval]:
+        """Approvals, oldest first; ``damaged`` as for ``ledger_list``."""
+        ...
 
     def decide_approval(self, decided: PendingApproval) -> bool:
         """Compare-and-set: store ``decided`` only if the stored approval is still pending. Returns

@@ -27,6 +27,7 @@ from ..core.errors import (
 )
 from ..core.idempotency import LedgerEntry, claim_refused
 from .base import CLAIMABLE_STATES, WAITING_APPROVAL, Commit, JournalRow, NowFn, StoredOperation
+from .rows import Damaged
 from .schema import dumps, utc
 
 # One stored audit event: (seq, kind, at, data as JSON text, prev_hash, hash).
@@ -134,8 +135,14 @@ class MemoryStore:
             return self._ledger.get((tenant, key))
 
     def ledger_list(
-        self, tenant: str | None = None, status: str | None = None, limit: int = 100
+        self,
+        tenant: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        *,
+        damaged: Damaged = None,
     ) -> list[LedgerEntry]:
+        # ``damaged``: as the SQL stores take it; the objects this store keeps cannot be damaged
         with self._lock:
             rows = [
                 e
@@ -164,6 +171,7 @@ class MemoryStore:
         status: str | None = "pending",
         operation_id: str | None = None,
         limit: int = 1000,
+        damaged: Damaged = None,
     ) -> list[PendingApproval]:
         with self._lock:
             out = [

@@ -439,15 +439,20 @@ class PostgresStore(PgConnection):
         return None if row is None else docs.ledger_entry(row[0], tenant, key, text=False)
 
     def ledger_list(
-        self, tenant: str | None = None, status: str | None = None, limit: int = 100
+        self,
+        tenant: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        *,
+        damaged: docs.Damaged = None,
     ) -> list[LedgerEntry]:
         where, params = _where((("tenant", tenant), ("status", status)))
         # COLLATE "C": code point order, as SQLite's and MemoryStore's, whatever the database's locale
         order = 'ORDER BY tenant COLLATE "C", key COLLATE "C"'
-        sql = f"SELECT tenant, key, entry FROM ledger{where} {order} LIMIT %s"
+        sql = f"SELECT tenant, key, operation_id, status, entry FROM ledger{where} {order} LIMIT %s"
         with self._lock, self._errors("listing the ledger"):
             rows = self._connection().execute(sql, (*params, max(limit, 0))).fetchall()
-        return docs.ledger_entries(rows, text=False)
+        return docs.ledger_entries(rows, text=False, damaged=damaged)
 
     def settle_ledger(self, expected: LedgerEntry, settled: LedgerEntry) -> None:
         where = (expected.tenant, expected.key)
@@ -481,12 +486,13 @@ class PostgresStore(PgConnection):
         status: str | None = "pending",
         operation_id: str | None = None,
         limit: int = 1000,
+        damaged: docs.Damaged = None,
     ) -> list[PendingApproval]:
         where, params = _where((("status", status), ("tenant", tenant), ("operation_id", operation_id)))
-        sql = f"SELECT approval_id, data FROM approvals{where} ORDER BY created_at, id LIMIT %s"
+        sql = f"SELECT approval_id, operation_id, tenant, status, data FROM approvals{where} ORDER BY created_at, id LIMIT %s"
         with self._lock, self._errors("listing approvals"):
             rows = self._connection().execute(sql, (*params, max(limit, 0))).fetchall()
-        return docs.approvals(rows, text=False)
+        return docs.approvals(rows, text=False, damaged=damaged)
 
     def decide_approval(self, decided: PendingApproval) -> bool:
         a = _approval_row(decided)

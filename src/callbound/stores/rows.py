@@ -37,15 +37,26 @@ class UnreadableRow(StoreError):
     """A stored document that does not decode, or not into what its table holds. ``where`` names the
     row as ``audit verify`` does ("journal pos 6", "ledger KEY"); ``why`` says what is wrong with it."""
 
-    def __init__(self, where: str, why: str, operation_id: str | None = None) -> None:
+    def __init__(
+        self, where: str, why: str, operation_id: str | None = None, columns: dict[str, Any] | None = None
+    ) -> None:
         self.where = where
         self.why = why
         self.operation_id = operation_id
+        # A listing's damaged row (``damaged=``): what the row's own columns say (its approval id, or
+        # tenant and key; its operation and status), and its place among the rows the listing read.
+        self.columns: dict[str, Any] = dict(columns or {})
+        self.index: int | None = None
         of = "" if operation_id is None else f" of operation {operation_id}"
         super().__init__(
             f"the stored {where}{of} cannot be loaded: {why}; it was edited by hand or is damaged "
             "(callbound audit verify names every such row)"
         )
+
+
+# ``damaged=`` of ``Store.list_approvals`` and ``Store.ledger_list``: None raises on a damaged row, a list
+# collects it.
+Damaged = list[UnreadableRow] | None
 
 
 def _why(exc: BaseException | None, value: Any = None, noun: str = "what its table holds") -> str:
@@ -168,14 +179,57 @@ def approval(value: Any, approval_id: str, *, text: bool) -> PendingApproval:
     return read(value, f"approval {approval_id}", PendingApproval.from_dict, "an approval", text=text)
 
 
-def ledger_entries(rows: Iterable[Row], *, text: bool) -> list[LedgerEntry]:
-    """``(tenant, key, entry)`` rows."""
-    return [ledger_entry(entry, tenant, key, text=text) for tenant, key, entry in rows]
+def listed(rows: Iterable[Row], one: Callable[[Row], T], damaged: list[UnreadableRow] | None) -> list[T]:
+    """``one`` of each row. A row that does not read raises ``UnreadableRow``, or with ``damaged`` (a
+    list) is appended to it, its ``index`` the row's place in ``rows``, and the others are read on: a
+    listing of 10,000 paused approvals with one damaged row still shows the rest (review round 21, b)."""
+    out: list[T] = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(one(row))
+        except UnreadableRow as exc:
+            if damaged is None:
+                raise
+            exc.index = i
+            damaged.append(exc)
+    return out
 
 
-def approvals(rows: Iterable[Row], *, text: bool) -> list[PendingApproval]:
-    """``(approval_id, data)`` rows."""
-    return [approval(data, approval_id, text=text) for approval_id, data in rows]
+def ledger_entries(
+    rows: Iterable[Row], *, text: bool, damaged: list[UnreadableRow] | None = None
+) -> list[LedgerEntry]:
+    """``(tenant, key, operation_id, status, entry)`` rows."""
+
+    def one(row: Row) -> LedgerEntry:
+        tenant, key, operation_id, status, entry = row
+        try:
+            return ledger_entry(entry, tenant, key, text=text)
+        except UnreadableRow as exc:
+            cols = {"tenant": tenant, "key": key, "operation_id": operation_id, "status": status}
+            raise UnreadableRow(exc.where, exc.why, operation_id, cols) from exc
+
+    return listed(rows, one, damaged)
+
+
+def approvals(
+    rows: Iterable[Row], *, text: bool, damaged: list[UnreadableRow] | None = None
+) -> list[PendingApproval]:
+    """``(approval_id, operation_id, tenant, status, data)`` rows."""
+
+    def one(row: Row) -> PendingApproval:
+        approval_id, operation_id, tenant, status, data = row
+        try:
+            return approval(data, approval_id, text=text)
+        except UnreadableRow as exc:
+            cols = {
+                "approval_id": approval_id,
+                "operation_id": operation_id,
+                "tenant": tenant,
+                "status": status,
+            }
+            raise UnreadableRow(exc.where, exc.why, operation_id, cols) from exc
+
+    return listed(rows, one, damaged)
 
 
 def schema_version(value: Any, where: str) -> int:

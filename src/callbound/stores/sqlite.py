@@ -494,13 +494,18 @@ class SQLiteStore(SQLiteLeases):
         return None if row is None else docs.ledger_entry(row[0], tenant, key, text=True)
 
     def ledger_list(
-        self, tenant: str | None = None, status: str | None = None, limit: int = 100
+        self,
+        tenant: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+        *,
+        damaged: docs.Damaged = None,
     ) -> list[LedgerEntry]:
         where, params = _where((("tenant", tenant), ("status", status)))
-        sql = f"SELECT tenant, key, entry FROM ledger{where} ORDER BY tenant, key LIMIT ?"  # BINARY order
+        sql = f"SELECT tenant, key, operation_id, status, entry FROM ledger{where} ORDER BY tenant, key LIMIT ?"  # BINARY order
         with self._lock, self._errors("listing the ledger"):
             rows = self._conn.execute(sql, (*params, max(limit, 0))).fetchall()
-        return docs.ledger_entries(rows, text=True)
+        return docs.ledger_entries(rows, text=True, damaged=damaged)
 
     def settle_ledger(self, expected: LedgerEntry, settled: LedgerEntry) -> None:
         where = (expected.tenant, expected.key)
@@ -531,16 +536,17 @@ class SQLiteStore(SQLiteLeases):
         status: str | None = "pending",
         operation_id: str | None = None,
         limit: int = 1000,
+        damaged: docs.Damaged = None,
     ) -> list[PendingApproval]:
         # one operation has few approvals: "+" keeps the planner on its index, not on a status scan
         mark = "+" if operation_id is not None else ""
         where, params = _where(
             ((f"{mark}status", status), (f"{mark}tenant", tenant), ("operation_id", operation_id))
         )
-        sql = f"SELECT approval_id, data FROM approvals{where} ORDER BY created_us, id LIMIT ?"
+        sql = f"SELECT approval_id, operation_id, tenant, status, data FROM approvals{where} ORDER BY created_us, id LIMIT ?"
         with self._lock, self._errors("listing approvals"):
             rows = self._conn.execute(sql, (*params, max(limit, 0))).fetchall()
-        return docs.approvals(rows, text=True)
+        return docs.approvals(rows, text=True, damaged=damaged)
 
     def decide_approval(self, decided: PendingApproval) -> bool:
         a = _approval_row(decided)
