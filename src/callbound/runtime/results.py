@@ -69,8 +69,11 @@ async def send_results(runner: Runner, op: Operation) -> None:
             verdict.reason,
             verdict.detail,
             response_id=turn.response_id,
+            # D13 (3) decides this after the calls ran: each one's tool and effect, as every stop on a
+            # handled turn names them (docs/stop-reasons.md; review round 21, d)
             call_ids=[r.call_id for r in records],
-            tools=sorted({r.tool for r in records}),
+            tools=[r.tool for r in records],
+            effects=[r.effect for r in records],
         )
         await runner._flush(op)
         return

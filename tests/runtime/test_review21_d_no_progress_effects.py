@@ -1,0 +1,64 @@
+"""Review round 21, d: the NO_PROGRESS stop on repeated results names what the turn's calls did.
+
+D13 (3) ends an operation STOPPED(NO_PROGRESS) once ``max_no_progress_turns`` turns in a row return
+only results seen before. That is decided after the turn's calls ran (at RESULTS_READY): a write among
+them may have applied its effect, and its result never reaches the model. docs/stop-reasons.md: every
+escalation record names the turn it concerns, ``call_ids``, ``tools`` and, for calls that were
+handled, ``effects``, one per call. This stop named the call ids and a sorted set of the tool names
+(not one per call), and no effects: the human could not tell from the record that a refund had just been
+made. Now ``tools`` and ``effects`` are one per call, in the order of ``call_ids``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+import callbound as cb
+
+from .helpers import calls, fc, get_order_tool, make
+
+
+class NoteArgs(BaseModel):
+    order_id: str
+    text: str
+
+
+def _note_tool(runs: list[str]) -> cb.ToolSpec:
+    def note(args: NoteArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        runs.append(args.text)
+        return {"noted": args.order_id}  # the same result whatever the text: no progress to see
+
+    return cb.ToolSpec(
+        name="set_note",
+        description="Write a note on an order",
+        params=NoteArgs,
+        handler=note,
+        schema_version="set-note-v1",
+        risk="write",
+        timeout_ms=2000,
+    )
+
+
+async def test_the_stop_names_each_call_of_the_turn_with_its_tool_and_effect() -> None:
+    runs: list[str] = []
+    # each turn writes a new note (a new intent, so it runs) and reads the order: all results seen before
+    script = [
+        calls(
+            f"r{i}",
+            fc(f"w{i}", "set_note", {"order_id": "A1", "text": f"try {i}"}),
+            fc(f"g{i}", "get_order", {"order_id": f"A{i % 2}"}),
+        )
+        for i in range(1, 8)
+    ]
+    h = make(script, [_note_tool(runs), get_order_tool()], budgets=cb.Budgets(max_identical_calls=10))
+    out = await h.run()
+    assert (out.state, out.reason) == (cb.State.STOPPED, "NO_PROGRESS")
+    esc = out.escalation or {}
+    assert "results seen before" in esc["detail"]
+    last = esc["response_id"]
+    n = last.removeprefix("r")
+    assert runs[-1] == f"try {n}"  # the stopping turn's write ran: its effect is applied
+    assert esc["call_ids"] == [f"w{n}", f"g{n}"]
+    assert esc["tools"] == ["set_note", "get_order"]  # was: ["get_order", "set_note"] (a sorted set)
+    assert esc["effects"] == ["applied", "none"]  # was: missing
