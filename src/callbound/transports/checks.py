@@ -19,6 +19,7 @@ __all__ = [
     "OPENAI_HEADER_ENV",
     "check_base_url",
     "check_client_args",
+    "check_headers",
     "check_key",
     "env_base_url",
     "openai_env_headers",
@@ -159,6 +160,33 @@ def check_client_args(
             f"{owner}(caps=...) takes a StreamCaps (callbound.adapters.base) or None, "
             f"not {type(caps).__name__}"
         )
+
+
+# RFC 9110 5.6.2: a field name is a token
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def check_headers(owner: str, headers: object) -> None:
+    """``headers`` (``HttpModel(headers=...)``): None or a dict of field names (tokens) to values an
+    HTTP header can carry, else a ``UsageError`` naming the header (never its value, which may be a
+    key). A value that was not a string, or one with a non-ASCII character, raised TypeError or
+    UnicodeEncodeError out of every request, and a newline or a space in a name failed every request
+    as a connection error, each retried until FAILED after the operation was stored (review round 21,
+    c)."""
+    if headers is None:
+        return
+    try:
+        pairs = dict(headers)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise UsageError(
+            f"{owner}(headers=...) takes a dict of header names to values, not {type(headers).__name__}"
+        ) from None
+    for name, value in pairs.items():
+        if not isinstance(name, str) or not name or not set(name) <= _TOKEN:
+            raise UsageError(f"{owner}(headers=...) has a header name {name!r} that is no HTTP field name")
+        if not isinstance(value, str):
+            raise UsageError(f"{owner}(headers=...): {name} takes a string value, not {type(value).__name__}")
+        check_key(value, f"{owner}(headers=...): the value of {name}", what="it")
 
 
 def check_base_url(base_url: str, where: str) -> None:

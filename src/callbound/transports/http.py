@@ -48,7 +48,7 @@ from . import (
     within_deadline,
 )
 from .bodycap import ERROR_BODY_LIMIT, decoded_bytes
-from .checks import BASE_URL_ENV, env_base_url, openai_env_headers
+from .checks import BASE_URL_ENV, check_headers, env_base_url, openai_env_headers
 
 __all__ = ["BASE_URL_ENV", "DEFAULT_BASE_URLS", "INTERACTIONS_API_REVISION", "HttpModel"]
 
@@ -104,6 +104,7 @@ class HttpModel:
         check_client_args(
             "HttpModel", api, model=model, base_url=base_url, api_key=api_key, timeout_s=timeout_s, caps=caps
         )
+        check_headers("HttpModel", headers)
         self.api = api
         self._adapter: Adapter = get_adapter(api)
         self.base_url = (base_url or _env_base_url(api) or DEFAULT_BASE_URLS[api]).rstrip("/")
