@@ -172,11 +172,29 @@ def audit_events(operation_id: str, stored: list[Row], *, text: bool) -> list[Au
 
 
 def ledger_entry(value: Any, tenant: str, key: str, *, text: bool) -> LedgerEntry:
-    return read(value, ledger(tenant, key), LedgerEntry.from_dict, "a ledger entry", text=text)
+    where = ledger(tenant, key)
+    entry = read(value, where, LedgerEntry.from_dict, "a ledger entry", text=text)
+    if (entry.tenant, entry.key) != (tenant, key):
+        raise UnreadableRow(
+            where, f"it names another entry ({_named(entry.key)} of tenant {_named(entry.tenant)})"
+        )
+    return entry
 
 
 def approval(value: Any, approval_id: str, *, text: bool) -> PendingApproval:
-    return read(value, f"approval {approval_id}", PendingApproval.from_dict, "an approval", text=text)
+    a = read(value, f"approval {approval_id}", PendingApproval.from_dict, "an approval", text=text)
+    if a.approval_id != approval_id:
+        # A row edited, or copied from another approval: listed, the other was shown twice and this one
+        # not at all, and deciding this id met "decision is for another approval" (review round 21, b)
+        raise UnreadableRow(
+            f"approval {approval_id}",
+            f"its approval_id field names another approval ({_named(a.approval_id)})",
+        )
+    return a
+
+
+def _named(value: Any) -> str:
+    return repr(value) if isinstance(value, str) and len(value) <= 80 else type(value).__name__
 
 
 def listed(rows: Iterable[Row], one: Callable[[Row], T], damaged: list[UnreadableRow] | None) -> list[T]:
