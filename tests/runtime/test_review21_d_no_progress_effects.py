@@ -1,4 +1,4 @@
-"""Review round 21, d: the NO_PROGRESS stop on repeated results names what the turn's calls did.
+"""Review round 21, d: the stops decided after a turn's calls ran name what each call did.
 
 D13 (3) ends an operation STOPPED(NO_PROGRESS) once ``max_no_progress_turns`` turns in a row return
 only results seen before. That is decided after the turn's calls ran (at RESULTS_READY): a write among
@@ -6,7 +6,8 @@ them may have applied its effect, and its result never reaches the model. docs/s
 escalation record names the turn it concerns, ``call_ids``, ``tools`` and, for calls that were
 handled, ``effects``, one per call. This stop named the call ids and a sorted set of the tool names
 (not one per call), and no effects: the human could not tell from the record that a refund had just been
-made. Now ``tools`` and ``effects`` are one per call, in the order of ``call_ids``."""
+made. Now ``tools`` and ``effects`` are one per call, in the order of ``call_ids``. The FAILED(INTEGRITY)
+end at the same point named the response id alone."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from typing import Any
 from pydantic import BaseModel
 
 import callbound as cb
+from callbound.runtime.operation import Operation
 
-from .helpers import calls, fc, get_order_tool, make
+from .helpers import calls, fc, final, get_order_tool, make
 
 
 class NoteArgs(BaseModel):
@@ -62,3 +64,41 @@ async def test_the_stop_names_each_call_of_the_turn_with_its_tool_and_effect() -
     assert esc["call_ids"] == [f"w{n}", f"g{n}"]
     assert esc["tools"] == ["set_note", "get_order"]  # was: ["get_order", "set_note"] (a sorted set)
     assert esc["effects"] == ["applied", "none"]  # was: missing
+
+
+# ---- FAILED(INTEGRITY) at RESULTS_READY: the turn's calls ran too -------------------------------------
+
+
+async def test_an_integrity_failure_before_results_go_back_names_the_calls_and_their_effects() -> None:
+    """D4: a result not bound to its call ends the operation FAILED(INTEGRITY) before the results go
+    back; the calls ran, a write among them. The record named the response id only."""
+    runs: list[str] = []
+    h = make(
+        [
+            calls(
+                "r1",
+                fc("w1", "set_note", {"order_id": "A1", "text": "refund noted"}),
+                fc("g1", "get_order", {"order_id": "A1"}),
+            ),
+            final("r2"),
+        ],
+        [_note_tool(runs), get_order_tool()],
+    )
+    original = h.runner._send_results
+
+    async def swapped(op: Operation) -> None:  # a bug or an attacker inside the process
+        assert op.current is not None
+        e1, e2 = (r.envelope for r in op.current.records)
+        assert e1 is not None and e2 is not None
+        e1["model_result"], e2["model_result"] = e2["model_result"], e1["model_result"]
+        await original(op)
+
+    h.runner._send_results = swapped  # type: ignore[method-assign]
+    out = await h.run()
+    assert (out.state, out.reason) == (cb.State.FAILED, "INTEGRITY")
+    assert runs == ["refund noted"]
+    esc = out.escalation or {}
+    assert esc["response_id"] == "r1"
+    assert esc["call_ids"] == ["w1", "g1"]  # was: missing
+    assert esc["tools"] == ["set_note", "get_order"]
+    assert esc["effects"] == ["applied", "none"]

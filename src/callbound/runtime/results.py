@@ -41,7 +41,9 @@ async def send_results(runner: Runner, op: Operation) -> None:
     try:
         ordered, hashes = verify_results_hashed(CorrelationTable(turn.calls), envelopes, trusted)
     except (CorrelationError, BindingMismatch) as exc:
-        runner._stop(op, "INTEGRITY", str(exc), target=State.FAILED, response_id=turn.response_id)
+        # no response id passed: the record names the turn under work with its calls and their effects
+        # (escalation._last_turn): they ran, a write among them, and the model hears of none of it
+        runner._stop(op, "INTEGRITY", str(exc), target=State.FAILED)
         await runner._flush(op)
         return
     # the key _repeat_refused refused each call under (its schema version is the one it was sealed with),
