@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 import callbound as cb
 from callbound.runtime.operation import Operation
+from callbound.testing import ApiError
 
 from .helpers import calls, fc, final, get_order_tool, make
 
@@ -102,3 +103,36 @@ async def test_an_integrity_failure_before_results_go_back_names_the_calls_and_t
     assert esc["call_ids"] == ["w1", "g1"]  # was: missing
     assert esc["tools"] == ["set_note", "get_order"]
     assert esc["effects"] == ["applied", "none"]
+
+
+# ---- STOPPED(DEADLINE) before a retry: the last handled turn's results never reached the model -------
+
+
+async def test_a_deadline_stop_before_a_retry_names_the_turn_last_handled_and_its_effects() -> None:
+    """D14, D26: the request carrying a write's result failed (503) and its retry would wait past the
+    deadline. The record named the failed request's made-up id (``cb:...``, D7) and none of the calls
+    whose results never reached the model, unlike the same stop decided once the retry is due
+    (retry_step) and docs/stop-reasons.md ("also before a retry")."""
+    runs: list[str] = []
+    h = make(
+        [
+            calls("r1", fc("w1", "set_note", {"order_id": "A1", "text": "refund noted"})),
+            ApiError(503, headers={"retry-after": "60"}),
+            final("r2"),
+        ],
+        [_note_tool(runs)],
+        budgets=cb.Budgets(deadline_s=10),
+    )
+    out = await h.run()
+    assert (out.state, out.reason) == (cb.State.STOPPED, "DEADLINE")
+    assert runs == ["refund noted"]
+    esc = out.escalation or {}
+    assert (esc["response_id"], esc["call_ids"], esc["tools"], esc["effects"]) == (
+        "r1",
+        ["w1"],
+        ["set_note"],
+        ["applied"],
+    )
+    # the failed request is still named, beside the turn
+    assert esc["failed_response_id"].startswith("cb:") and esc["raw_stop_reason"] == "503"
+    assert esc["retries"] == 0

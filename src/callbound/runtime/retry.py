@@ -96,12 +96,15 @@ def after_retryable(runner: Runner, op: Operation, turn: ModelTurn, reason: str 
             else f"retry {op.retries + 1} would wait {delay:.3f}s (Retry-After {retry_after}), past the "
             f"deadline: {left:.3f}s left"
         )
+        # The failed request under its own key: ``response_id`` is the turn last handled, named with its
+        # calls and their effects (escalation._last_turn), as retry_step's stop names it; their results
+        # were in the request that failed and never reached the model (review round 21, d).
         runner._stop(
             op,
             "DEADLINE",
             detail,
             retries=op.retries,
-            response_id=turn.response_id,
+            failed_response_id=turn.response_id,
             raw_stop_reason=turn.raw_stop_reason,
         )
         return
