@@ -32,7 +32,7 @@ from .errors import (
     with_busy_timeout,
 )
 from .errors import fail as _fail
-from .heads import SHOWN, check_loadable, damaged, fault, listed_heads, shown_row
+from .heads import SHOWN, at_most, check_loadable, damaged, fault, listed_heads, shown_row
 from .ledger import ledger_app
 from .lifecycle import interrupted, let_tool_handlers_finish, serve, store_failed
 from .render import (
@@ -289,7 +289,9 @@ def ops_list(
     state: Annotated[
         str | None, typer.Option(help="Only operations in this state, e.g. WAITING_APPROVAL.")
     ] = None,
-    limit: Annotated[int, typer.Option(min=1)] = 50,
+    limit: Annotated[
+        int, typer.Option(min=1, help="List at most this many (a note says if there are more).")
+    ] = 50,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
@@ -299,7 +301,8 @@ def ops_list(
     if state is not None and state not in State.__members__:
         raise _fail(f"unknown state {state!r}; use one of {', '.join(State.__members__)}")
     st = _open(store, create=False)
-    heads = listed_heads(st, tenant, state, min(limit, MAX_LIMIT))
+    limit = min(limit, MAX_LIMIT)
+    heads = at_most(listed_heads(st, tenant, state, limit + 1), limit, f"the newest {limit} operations")
     for h, why in heads:  # r2 F3: listed and marked, the others still listed
         if why is not None:
             err.print(

@@ -14,7 +14,7 @@ from ..core.errors import CallboundError
 from ..core.states import TERMINAL
 from ..stores.rows import UnreadableRow
 from .errors import err, fail, out
-from .heads import DAMAGED, in_order
+from .heads import DAMAGED, at_most, in_order
 from .render import DEFAULT_STORE, AppRefOpt, StoreOpt, print_table, resume_hint, shown
 
 approvals_app = typer.Typer(no_args_is_help=True, help="List and decide pending approvals.")
@@ -51,16 +51,7 @@ def approvals_list(
     found = st.list_approvals(
         tenant=tenant, status=None if all_ else "pending", limit=limit + 1, damaged=damaged
     )
-    rows = in_order(found, damaged)
-    if len(rows) > limit:
-        rows = rows[:limit]
-        err.print(
-            Text.assemble(
-                ("note:", "yellow"),
-                f" listed the oldest {limit} approvals; there are more: pass --limit to list more",
-            ),
-            highlight=False,
-        )
+    rows = at_most(in_order(found, damaged), limit, f"the oldest {limit} approvals")
     for d in rows:
         if isinstance(d, UnreadableRow):
             err.print(Text.assemble(("warning:", "yellow"), f" {shown(unusable(d))}"), highlight=False)

@@ -112,3 +112,19 @@ def in_order(rows: Sequence[T], damaged: Sequence[UnreadableRow]) -> list[T | Un
     for d in sorted(damaged, key=lambda d: d.index or 0):
         merged.insert(len(merged) if d.index is None else d.index, d)
     return merged
+
+
+def at_most(rows: list[T], limit: int, listed: str) -> list[T]:
+    """The first ``limit`` of ``rows``, read with ``limit + 1``: when there were more, a note on stderr
+    says so. ``ops list`` (50 by default) and ``ledger list`` (100) cut a long list without a word, so an
+    operator looking for the UNKNOWN entries to settle among thousands saw the first 100 as if they were
+    all (review round 21, b; ``approvals list`` has said so since review round 18, d F4)."""
+    if len(rows) <= limit:
+        return rows
+    from rich.text import Text
+
+    from .errors import err
+
+    note = f" listed {listed}; there are more: pass --limit to list more"
+    err.print(Text.assemble(("note:", "yellow"), note), highlight=False)
+    return rows[:limit]

@@ -19,7 +19,7 @@ from ..core.errors import LedgerChanged, SettleRefused, StoreError, UsageError
 from ..core.idempotency import LedgerEntry, LedgerStatus, settle_refusal
 from ..stores.rows import UnreadableRow
 from .errors import MAX_LIMIT, err
-from .heads import DAMAGED, in_order
+from .heads import DAMAGED, at_most, in_order
 from .render import shown, shown_text
 
 ledger_app = typer.Typer(
@@ -47,7 +47,9 @@ def ledger_list(
     status: Annotated[
         str | None, typer.Option(help="Only entries in this status: STARTED, SUCCEEDED, FAILED or UNKNOWN.")
     ] = None,
-    limit: Annotated[int, typer.Option(min=1)] = 100,
+    limit: Annotated[
+        int, typer.Option(min=1, help="List at most this many (a note says if there are more).")
+    ] = 100,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
@@ -62,12 +64,13 @@ def ledger_list(
     # A damaged entry is listed as such, the others with it (as ops list does); one made the whole list
     # exit 2 and the library's call raise (review round 21, b).
     damaged: list[UnreadableRow] = []
+    limit = min(limit, MAX_LIMIT)
     try:
-        found = st.ledger_list(tenant=tenant, status=status, limit=min(limit, MAX_LIMIT), damaged=damaged)
+        found = st.ledger_list(tenant=tenant, status=status, limit=limit + 1, damaged=damaged)
     except StoreError as exc:
         raise _fail(str(exc)) from exc
-    entries = in_order(found, damaged)
-    for d in damaged:
+    entries = at_most(in_order(found, damaged), limit, f"the first {limit} entries by tenant and key")
+    for d in (e for e in entries if isinstance(e, UnreadableRow)):
         err.print(
             Text.assemble(
                 ("warning:", "yellow"),
