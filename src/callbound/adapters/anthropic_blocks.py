@@ -46,8 +46,11 @@ def blank_text(block: Any) -> bool:
 
 def lost_replay_field(block: dict[str, Any]) -> tuple[str, str] | None:
     """``(error_code, message)`` when a thinking or redacted_thinking block lacks the string it must be
-    sent back with ("a thinking block lost its signature"), else None."""
+    sent back with ("a thinking block lost its signature"), or a tool_use block's ``input`` is no
+    object (anthropic-sdk-python ``ToolUseBlockParam``: required, an object), else None."""
     kind = block.get("type")
+    if kind == "tool_use" and not isinstance(block.get("input"), dict):
+        return "tool_use_input_not_an_object", "a tool_use block's input must be a JSON object"
     rule = _REPLAY_FIELDS.get(kind) if isinstance(kind, str) else None
     if rule is None or isinstance(block.get(rule[0]), str):
         return None

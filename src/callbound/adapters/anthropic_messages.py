@@ -8,8 +8,8 @@
   and redacted_thinking blocks with their signatures. Results are ONE user message whose content
   starts with a ``tool_result`` per call, in call order, with ``is_error`` = not ok. The provider's rules
   win over "unchanged" twice: an empty or whitespace-only ``text`` block (a 400 when sent back) is left
-  out of the message sent (``turn_items``), and a tool_use input that never parsed (streamed) or holds
-  NaN / Infinity / 1e400 goes back as ``{"INVALID_JSON": "<the text>"}`` (``finite``).
+  out of the message sent (``turn_items``), and a tool_use input that never parsed (streamed), is no
+  object or holds NaN / Infinity / 1e400 goes back as ``{"INVALID_JSON": "<the text>"}`` (``finite``).
 - Stop mapping (D1, D31): ``refusal`` → REFUSAL (wins over tool_use blocks); ``end_turn`` and
   ``stop_sequence`` → FINAL_TEXT, but with tool_use blocks (so ``pause_turn`` too) →
   API_FAILURE(unknown_stop_reason), since D1 lists them as completions with no calls; ``tool_use`` → TOOL_PROPOSALS; ``max_tokens`` and
@@ -75,7 +75,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
-from .finite import has_non_finite, invalid_json, json_text
+from .finite import invalid_json, unsendable_text
 from .schema import inline_refs
 from .shapes import anthropic_content
 
@@ -207,13 +207,15 @@ def turn_from_message(
         if kind == "text" and isinstance(block.get("text"), str):
             text.append(block["text"])
         elif kind == "tool_use":
-            raw = raw_inputs[index] if raw_inputs and index in raw_inputs else block.get("input")
-            if isinstance(raw, dict) and has_non_finite(raw):
-                # 1e400, NaN or Infinity read as inf/nan: D5 refuses the call, but sent back as is the
-                # block would put a bare Infinity in the next request (no JSON: a 400, or the SDK's
-                # ValueError). It goes back (in this copy of the content) as input that never parsed
+            streamed = raw_inputs.get(index) if raw_inputs else None  # streamed text that never parsed
+            raw = streamed if streamed is not None else block.get("input")
+            if streamed is None and (sent := unsendable_text(raw)) is not None:
+                # 1e400, NaN or Infinity read as inf/nan, or input that is no object ("{...}" as a
+                # string, a list): D5 refuses the call, but sent back as is the block would be refused
+                # (a bare Infinity is no JSON; input must be an object: a 400 after the turn's other
+                # calls ran). It goes back (in this copy of the content) as input that never parsed
                 # (finite.py), as a stream's does; the call gets the text, which the store can hold.
-                raw = json_text(raw)
+                raw = sent
                 content[index] = {**block, "input": invalid_json(raw)}
             args = raw if isinstance(raw, str | dict) else None
             calls.append(make_call(PROVIDER, API, rid, _str(block.get("id")), block.get("name"), args, index))

@@ -13,7 +13,7 @@
   ``reason`` is the raw value lower-cased.
 - Continuation (D8): the candidate's ``content`` exactly as received (part order, ``thoughtSignature`` on
   the part it came on). Only a missing ``role`` is filled in (``model``): a multi-turn request needs it,
-  and ``args`` holding a number JSON cannot carry (``1e400``, NaN) go back as ``{"INVALID_JSON": text}``
+  and ``args`` that are no object or hold a number JSON cannot carry go back as ``{"INVALID_JSON": text}``
   (``finite``), as Anthropic's tool_use input does: the call is refused (D5) either way.
   Calls in a content whose role is another → API_FAILURE(malformed_response): they could not be answered.
   So is a ``STOP`` turn whose candidate ``content`` is no object, ``parts`` no list, or a part or its
@@ -44,7 +44,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,7 +75,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
-from .finite import has_non_finite, invalid_json, json_text
+from .finite import check_object_arguments, invalid_json, unsendable_text
 from .gemini_schema import deep_merge, gemini_schema, gemini_usage, google_error_details, token_sum
 from .shapes import gemini_candidate
 
@@ -188,15 +187,17 @@ def turn_from_body(
         # None and runs the call with {}) are no args. Another non-object value is passed on as text so
         # that it surfaces as an arguments error.
         args = {} if args is None else args
-        raw_args = args if isinstance(args, dict) else json.dumps(args)
-        if has_non_finite(args):
-            # 1e400, NaN or Infinity read as inf/nan: D5 refuses the call, but kept in the content the
-            # next request would hold a bare Infinity (no JSON: a 400) and the store could not hold the
-            # turn at all. It goes back as args that never parsed (finite.py), as Anthropic's tool_use
-            # input does, and the call gets the text.
-            raw_args = json_text(args)
-            sent[index] = {**part, "functionCall": {**fc, "args": invalid_json(raw_args)}}
-        call = make_call(PROVIDER, API, rid, cid, fc.get("name"), raw_args, index)
+        sent_args = unsendable_text(args)
+        if sent_args is not None:
+            # 1e400, NaN or Infinity read as inf/nan, or args that are no object: D5 refuses the call,
+            # but kept in the content the next request would be refused (a bare Infinity is no JSON;
+            # args must be a Struct: a 400 after the turn's other calls ran), and the store could not
+            # hold a non-finite turn at all. It goes back as args that never parsed (finite.py), as
+            # Anthropic's tool_use input does, and the call gets the text.
+            sent[index] = {**part, "functionCall": {**fc, "args": invalid_json(sent_args)}}
+        call = make_call(
+            PROVIDER, API, rid, cid, fc.get("name"), args if sent_args is None else sent_args, index
+        )
         if arg_errors and index in arg_errors:
             call = dataclasses.replace(call, arguments=None, arguments_error=arg_errors[index])
         calls.append(call)
@@ -510,6 +511,8 @@ class GeminiGenerateAdapter:
             raise ProtocolViolation("a generateContent request needs a contents list of objects")
         for i, content in enumerate(contents):
             calls = _parts_of(content, "functionCall")
+            for call in calls:  # a Struct (python-genai FunctionCall.args); a 400 otherwise
+                check_object_arguments(call.get("args"), f"contents[{i}]: functionCall.args")
             responses = _parts_of(content, "functionResponse")
             if responses:
                 if content.get("role") != "user":

@@ -22,8 +22,8 @@
   steps (``user_input``, ``function_result``) in a response are not part of the turn, so nothing the
   request sent is replayed twice.
 - Continuation (D8): stateless replay by default: the turn's steps go back unchanged (``thought`` steps
-  with their ``signature``), then the results; a call's ``arguments`` holding a number JSON cannot
-  carry (``1e400``, NaN) go back as ``{"INVALID_JSON": text}`` (``finite``). Server-side state is
+  with their ``signature``), then the results; a call's ``arguments`` that are no object or hold a
+  number JSON cannot carry go back as ``{"INVALID_JSON": text}`` (``finite``). Server-side state is
   opt-in with the runtime's generic
   ``settings["continuation"] = "previous_response_id"``: the runtime then passes the interaction id as
   ``previous_response_id``, which goes on the wire as ``previous_interaction_id`` with only the new
@@ -67,7 +67,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,7 +100,7 @@ from .failures import (
     retry_after_seconds,
     says_context_window_exceeded,
 )
-from .finite import has_non_finite, invalid_json, json_text
+from .finite import check_object_arguments, invalid_json, unsendable_text
 from .gemini_interactions_errors import (
     QUOTA_CODES,
     RATE_CODES,
@@ -193,16 +192,17 @@ def turn_from_interaction(
         kind = item.get("type")
         if kind == "function_call":
             args = item.get("arguments")
-            raw_args = args if isinstance(args, dict | str) or args is None else json.dumps(args)
-            if raw_arguments and index in raw_arguments:
-                raw_args = raw_arguments[index]
-            if has_non_finite(args):
-                # 1e400, NaN or Infinity read as inf/nan: D5 refuses the call, but kept in the step the
-                # next request would hold a bare Infinity (no JSON: a 400) and the store could not hold
-                # the turn. It goes back as arguments that never parsed (finite.py), as in
+            streamed = raw_arguments.get(index) if raw_arguments else None
+            sent = unsendable_text(args)
+            sent = streamed if sent is not None and streamed is not None else sent
+            raw_args = streamed if streamed is not None else (args if sent is None else sent)
+            if sent is not None:
+                # 1e400, NaN or Infinity read as inf/nan, or arguments that are no object ("{...}" as a
+                # string): D5 refuses the call, but kept in the step the next request would be refused
+                # (a bare Infinity is no JSON; arguments must be an object: a 400 after the turn's other
+                # calls ran). It goes back as arguments that never parsed (finite.py), as in
                 # gemini-generate and Anthropic; the call gets the text (a stream's, as it was sent).
-                raw_args = raw_args if isinstance(raw_args, str) else json_text(args)
-                items[index] = {**item, "arguments": invalid_json(raw_args)}
+                items[index] = {**item, "arguments": invalid_json(sent)}
             calls.append(
                 make_call(PROVIDER, API, rid, _real_id(item.get("id")), item.get("name"), raw_args, index)
             )
@@ -557,6 +557,7 @@ class GeminiInteractionsAdapter:
             idless.extend(c.name for c in previous.calls if c.synthetic_id)
         for item in items:
             for call in _calls_in(item):
+                check_object_arguments(call.get("arguments"), "a function_call step's arguments")
                 cid = _real_id(call.get("id"))
                 if cid is None:
                     idless.append(call.get("name"))
