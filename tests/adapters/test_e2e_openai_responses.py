@@ -248,7 +248,7 @@ def test_streamed_reasoning_is_replayed_from_its_done_event() -> None:
         {"type": "response.output_item.done", "output_index": 0, "item": final},
         {"type": "response.completed", "response": resp("resp_2", final)},
     )
-    for mode in ("stateless", "previous_response_id"):
+    for mode in ("replay", "previous_response_id"):
         outcome, model = run([Stream(first), Stream(second)], stream=True, continuation=mode)
         assert (outcome.state, outcome.text) == (State.COMPLETED, "It is sunny.")
         request = model.requests[1]
