@@ -105,10 +105,15 @@ def ledger_problems(store: Store, seen: dict[str, Claims], only: str | None = No
     verified (every operation, or ``only``); others are read when an entry names them. With ``only``, the
     entries naming it and the keys its chain records are checked, against the chains of the operations
     involved; without it, every entry against every chain."""
-    try:
-        entries = store.ledger_list(limit=1_000_000_000)
-    except UnreadableRow as exc:
-        return [(exc.operation_id or "-", exc.where, f"cannot be loaded: {exc.why}")]
+    # Read around a damaged row (each is reported) so that every other entry is still checked: one
+    # unreadable row used to end the ledger check, leaving the rest unchecked.
+    damaged: list[UnreadableRow] = []
+    entries = store.ledger_list(limit=1_000_000_000, damaged=damaged)
+    out: list[Found] = [
+        (row.operation_id or "-", row.where, f"cannot be loaded: {row.why}")
+        for row in damaged
+        if only is None or row.operation_id in (None, only)  # another operation's row is its own finding
+    ]
 
     def claims_of(operation_id: str) -> Claims:
         if operation_id not in seen:
@@ -121,7 +126,6 @@ def ledger_problems(store: Store, seen: dict[str, Claims], only: str | None = No
         if claims.readable:
             for key in claims.keys:
                 takers.setdefault((claims.tenant, key), []).append(operation_id)
-    out: list[Found] = []
     for entry in entries:
         mine = only is None or entry.operation_id == only or only in takers.get((entry.tenant, entry.key), [])
         if mine:
