@@ -6,6 +6,9 @@
   dispatch on the payload's own type field. A leading byte-order mark is dropped.
 - JSON-lines: one JSON payload per line (some recordings store streams so).
 - ``[DONE]`` is passed through as the string ``"[DONE]"``.
+- An event whose data is empty (``data:`` alone) is an event, as the SSE standard says; it carries no
+  payload, and the payload readers skip it (``has_payload``: ``iter_payloads`` and
+  ``callbound.adapters.stream``).
 - End of input (D33): a final event whose data is complete is dispatched even without its blank
   line; a line cut off mid-way (no line end, and its data is not complete JSON) is never dispatched,
   and neither is an event whose last data line was cut off, nor a cut multi-byte character.
@@ -459,6 +462,19 @@ def _complete_json(data: str) -> bool:
     return True
 
 
+# JSON's whitespace: data made of it alone (``data:`` or ``data: `` then a blank line) is no payload.
+_JSON_SPACE = " \t\n\r"
+
+
+def has_payload(data: str) -> bool:
+    """False for an event whose data is empty or JSON whitespace only: relays and gateways keep a long
+    stream open with ``data:`` and a blank line, as others do with a comment. Such an event is skipped,
+    as the anthropic SDK skips an event without data (its ``_streaming.py``), not read as an event
+    that is not JSON: that ended the stream there, TRUNCATED(stream_interrupted), so a long answer was
+    retried and paid for again until INCOMPLETE (review round 21, c). No JSON payload is blank."""
+    return bool(data.strip(_JSON_SPACE))
+
+
 def decode_event(ev: SSEEvent) -> dict[str, Any] | str:
     """The payload of one event: a dict, or ``"[DONE]"``. Raises ``ProtocolViolation`` for non-JSON."""
     return decode_frame(ev.event, ev.data)
@@ -482,7 +498,8 @@ def decode_frame(event: str | None, data: str) -> dict[str, Any] | str:
 
 
 def iter_payloads(chunks: Iterable[bytes | str]) -> Iterator[dict[str, Any] | str]:
-    """Decode a whole stream (SSE or JSON-lines), yielding payloads in order."""
+    """Decode a whole stream (SSE or JSON-lines), yielding payloads in order (an event without one,
+    ``has_payload``, is skipped)."""
     reader = SSEReader()
     for chunk in chunks:
         frames: list[RawEvent] = []
@@ -492,11 +509,13 @@ def iter_payloads(chunks: Iterable[bytes | str]) -> Iterator[dict[str, Any] | st
         except ProtocolViolation as exc:
             failure = exc  # the events before the bad bytes still come first
         for name, data in cast(list[Frame], frames):
-            yield decode_frame(name, data)
+            if has_payload(data):
+                yield decode_frame(name, data)
         if failure is not None:
             raise failure
     for name, data in reader.close_frames():
-        yield decode_frame(name, data)
+        if has_payload(data):
+            yield decode_frame(name, data)
 
 
 def looks_like_stream(text: str) -> str:

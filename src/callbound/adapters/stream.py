@@ -30,7 +30,7 @@ from ..core.errors import EventTooLarge, ProtocolViolation
 from ..core.model import ProgressCallback
 from ..core.types import ModelTurn
 from .base import StreamAssembler, response_too_large
-from .sse import Frame, RawEvent, Recogniser, SSEReader, decode_frame
+from .sse import Frame, RawEvent, Recogniser, SSEReader, decode_frame, has_payload
 
 
 @runtime_checkable
@@ -103,6 +103,9 @@ class StreamFeed:
     event came) no further byte is read, so nothing after the terminal event can fail or change the
     turn (see the module docstring). ``finish`` hands the assembler the SHA-256 of
     every byte fed (D7). ``events`` counts the events fed.
+
+    An event whose data is empty or blank (a relay's ``data:`` keep-alive) carries no payload and is
+    skipped, as a comment is (``sse.has_payload``).
 
     ``max_event`` (``StreamCaps.max_body_bytes`` in the transports): an event that grows past it
     before it is complete stops the feed (``aborted``; later chunks are ignored) and ``finish`` says
@@ -180,6 +183,9 @@ class StreamFeed:
         return response_too_large(turn) if self.too_large else turn
 
     def _dispatch(self, events: Sequence[RawEvent]) -> None:
+        # an event without a payload (a relay's ``data:`` keep-alive, sse.has_payload) is skipped; a
+        # recogniser's match always has one
+        events = [e for e in events if not isinstance(e, tuple) or has_payload(e[1])]
         if events:
             self._feed_events(events, self._on_progress)
             self.events += len(events)
