@@ -2,8 +2,9 @@
 
 - Every environment variable callbound reads (a ``CALLBOUND_``, ``OPENAI_``, ``ANTHROPIC_``, ``GOOGLE_``
   or ``GEMINI_`` name written in src) is named in README.md or docs/. ``CALLBOUND_UNSAFE_NO_LEDGER``,
-  which turns the idempotency ledger off for every write of a process (the crash matrix's negative
-  control, D22), was named nowhere a user reads.
+  which turned the idempotency ledger off for every write of a process (the crash matrix's negative
+  control, D22), was named nowhere a user reads (callbound no longer reads it: the control's driver
+  turns the ledger off in code).
 - The ``Finish`` row of docs/reference.md lists every ``Finish``; docs/durability.md lists every ledger
   status (``LedgerStatus``).
 - docs/durability.md's crash-point table (D22) lists exactly the crash points the runtime defines

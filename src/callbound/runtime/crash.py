@@ -30,7 +30,20 @@ def crash_point(name: str, tag: str | None = None) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+# The crash matrix's negative control (D22) runs writes without the idempotency ledger to prove the
+# harness can see a double effect. Only that test's driver turns it off, in code. It used to be the
+# environment variable CALLBOUND_UNSAFE_NO_LEDGER, read by every callbound process: one stray export
+# (a copied .env, a CI variable) ran every write of a production worker without replay, reconcile or
+# IN_PROGRESS, silently.
+_ledger_bypassed = False
+
+
+def bypass_ledger_for_negative_control() -> None:
+    """Run every write of this process without its idempotency ledger. For the crash matrix's negative
+    control only; nothing in callbound calls it."""
+    global _ledger_bypassed
+    _ledger_bypassed = True
+
+
 def ledger_disabled() -> bool:
-    """The crash matrix's negative control (D22) bypasses the idempotency ledger to prove the harness
-    can see a double effect. Never set ``CALLBOUND_UNSAFE_NO_LEDGER`` outside that test."""
-    return os.environ.get("CALLBOUND_UNSAFE_NO_LEDGER") == "1"
+    return _ledger_bypassed
