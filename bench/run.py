@@ -5,7 +5,7 @@ measurement runs in a fresh interpreter (``bench/worker.py``) so imports, peak R
 quadratic code cannot disturb each other.
 
 - ``--quick``: small N, callbound and the dict loops only, no frameworks or SDKs; needs nothing but
-  callbound's own venv and finishes in well under a minute (CI runs it). Writes
+  callbound's own venv and finishes in one to two minutes on 2 cores (CI runs it). Writes
   ``bench/.data/benchmarks-quick.md`` unless ``--output`` says otherwise, so a quick run never
   overwrites the full report.
 - Full run: ``bench/.venv/bin/python bench/run.py`` with the frameworks installed from
