@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -15,7 +15,7 @@ from ..core.states import TERMINAL
 from ..stores.rows import UnreadableRow
 from .errors import err, fail, out
 from .heads import DAMAGED, at_most, in_order
-from .render import DEFAULT_STORE, AppRefOpt, StoreOpt, print_table, resume_hint, shown
+from .render import DEFAULT_STORE, AppRefOpt, StoreOpt, print_table, resume_command, resume_hint, shown
 
 approvals_app = typer.Typer(no_args_is_help=True, help="List and decide pending approvals.")
 
@@ -114,6 +114,7 @@ def _decide(
     tenant: str | None,
     store: str,
     app_ref: str | None,
+    as_json: bool = False,
 ) -> None:
     from ..core.approvals import Decision
     from ..runtime.decisions import stale_context
@@ -150,6 +151,9 @@ def _decide(
         )
     stored = st.load_operation(approval.operation_id)
     state = None if stored is None else str(stored.head.get("state"))
+    if as_json:
+        _print_decided_json(runner, approval, decided, state, store, app_ref, stored)
+        return
     if state is None or state in TERMINAL:
         # Review round 14 (h5 r6): a repeat after the operation ended printed "resume with: ...", a
         # command that exits 2 on a finished operation (D2)
@@ -191,6 +195,41 @@ def _decide(
     out.print(resume_hint(approval.operation_id, store, app_ref if app_ref not in (None, saved) else None))
 
 
+def _print_decided_json(
+    runner: Any,
+    approval: PendingApproval,
+    decided: PendingApproval,
+    state: str | None,
+    store: str,
+    app_ref: str | None,
+    stored: Any,
+) -> None:
+    """``--json`` of a decision: one object a script can act on without parsing the text (the warnings
+    still go to stderr). ``takes_effect`` is False when resuming cannot act on the decision: the operation
+    has ended or is gone, the decision came after the approval's expiry, or the approved call no longer
+    matches what was approved (APPROVAL_STALE); ``resume`` is the command to run next, or null."""
+    from ..runtime.decisions import stale_context
+
+    ended = state is None or state in TERMINAL
+    late = decided.decided_at is not None and decided.decided_at >= decided.expires_at
+    stale = None
+    if not ended and not late and decided.status == "approved":
+        stale = stale_context(runner, decided)
+    saved = None if stored is None else (stored.head.get("app") or {}).get("ref")
+    wanted_app = app_ref if app_ref not in (None, saved) else None
+    out.print_json(
+        json.dumps(
+            {
+                "approval": decided.to_dict(),
+                "recorded_now": approval.status == "pending",
+                "operation_state": state,
+                "takes_effect": not ended and not late and stale is None,
+                "resume": None if ended else resume_command(approval.operation_id, store, wanted_app),
+            }
+        )
+    )
+
+
 @approvals_app.command("approve")
 def approvals_approve(
     approval_id: str,
@@ -198,9 +237,10 @@ def approvals_approve(
     tenant: Annotated[str | None, typer.Option(help="Tenant the approver acts for.")] = None,
     app_ref: AppRefOpt = None,
     store: StoreOpt = DEFAULT_STORE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the decision as one JSON object.")] = False,
 ) -> None:
     """Approve a pending call (single use; repeating the same decision is a no-op)."""
-    _decide(approval_id, approver, "approve", None, tenant, store, app_ref)
+    _decide(approval_id, approver, "approve", None, tenant, store, app_ref, as_json)
 
 
 @approvals_app.command("deny")
@@ -211,6 +251,7 @@ def approvals_deny(
     tenant: Annotated[str | None, typer.Option()] = None,
     app_ref: AppRefOpt = None,
     store: StoreOpt = DEFAULT_STORE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the decision as one JSON object.")] = False,
 ) -> None:
     """Deny a pending call; the model receives DENIED."""
-    _decide(approval_id, approver, "deny", reason, tenant, store, app_ref)
+    _decide(approval_id, approver, "deny", reason, tenant, store, app_ref, as_json)

@@ -137,14 +137,17 @@ def password_note(store: str) -> str:
     return "(the store URL's password is shown as ***: put it back, or leave it out and set PGPASSWORD)"
 
 
-def resume_hint(operation_id: str, store: str, app_ref: str | None) -> str:
-    """The resume command to print after a decision. ``app_ref`` is the ``--app`` it needs: given for an
+def resume_command(operation_id: str, store: str, app_ref: str | None) -> str:
+    """The resume command for an operation. ``app_ref`` is the ``--app`` it needs: given for an
     operation saved without that application (D21), or it would fail with "no saved application"."""
     app = "" if app_ref is None else f" --app {shlex.quote(app_ref)}"
+    return f"callbound resume {operation_id}{app}{store_flag(store)}"
+
+
+def resume_hint(operation_id: str, store: str, app_ref: str | None) -> str:
+    """The resume command to print after a decision (``resume_command``), with the password note."""
     note = password_note(store)
-    return f"resume with: callbound resume {operation_id}{app}{store_flag(store)}" + (
-        f"\n{note}" if note else ""
-    )
+    return f"resume with: {resume_command(operation_id, store, app_ref)}" + (f"\n{note}" if note else "")
 
 
 def print_waiting(console: Console, outcome: Outcome, store: str, as_json: bool, command: str) -> None:
