@@ -55,3 +55,37 @@ def test_deny_json_says_denied_with_its_reason(tmp_path: Path) -> None:
     denied = _decide(runner, url, "deny", approval_id, "--reason", "not this one")
     assert denied["approval"]["status"] == "denied" and denied["approval"]["reason"] == "not this one"
     assert denied["recorded_now"] is True and denied["takes_effect"] is True and denied["resume"]
+
+
+def test_a_late_approval_in_json_warns_on_stderr_and_does_not_take_effect(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.cli.test_approve_warning import APP, ROOT
+
+    (tmp_path / "stopapp.py").write_text(APP)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT / 'src'}"}
+    store = f"sqlite:///{tmp_path / 'cb.db'}"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "callbound.cli", *args],
+            cwd=tmp_path,
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    run = cli("run", "--app", "stopapp:make", "--store", store, "--json", "refund A1")
+    assert run.returncode == 0, run.stderr
+    approval_id = json.loads(run.stdout)["pending_approvals"][0]["approval_id"]
+    time.sleep(1.2)  # past the approval's one-second lifetime
+    approve = cli("approvals", "approve", approval_id, "--approver", "alice", "--json", "--store", store)
+    assert approve.returncode == 0, approve.stderr
+    assert "STOPPED(APPROVAL_EXPIRED)" in approve.stderr
+    decided = json.loads(approve.stdout)
+    assert decided["approval"]["status"] == "approved" and decided["takes_effect"] is False
+    assert decided["operation_state"] == "WAITING_APPROVAL" and decided["resume"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.text import Text
@@ -151,19 +151,14 @@ def _decide(
         )
     stored = st.load_operation(approval.operation_id)
     state = None if stored is None else str(stored.head.get("state"))
-    if as_json:
-        _print_decided_json(runner, approval, decided, state, store, app_ref, stored)
-        return
-    if state is None or state in TERMINAL:
-        # Review round 14 (h5 r6): a repeat after the operation ended printed "resume with: ...", a
-        # command that exits 2 on a finished operation (D2)
-        ended = "is no longer in this store" if state is None else f"has ended {state}"
-        out.print(f"approval {approval_id}: {said} by {decided.approver} at {_when(decided.decided_at)}")
-        out.print(f"operation {approval.operation_id} {ended}: there is nothing to resume")
-        return
-    if decided.decided_at is not None and decided.decided_at >= decided.expires_at:
-        # The decision is recorded (D17), but an approval decided after its expiry never lets the
-        # call run: printing "approved" alone read as if the refund would now go ahead.
+    ended = state is None or state in TERMINAL
+    # The decision is recorded (D17) but cannot take effect when it came after the expiry, or when the
+    # approved call no longer matches what was approved: "approved" alone read as if the call would run.
+    late = decided.decided_at is not None and decided.decided_at >= decided.expires_at
+    stale = None if ended or late or decided.status != "approved" else stale_context(runner, decided)
+    saved = None if stored is None else (stored.head.get("app") or {}).get("ref")
+    wanted_app = app_ref if app_ref not in (None, saved) else None
+    if late and not ended:
         err.print(
             Text.assemble(
                 ("warning:", "yellow"),
@@ -177,57 +172,41 @@ def _decide(
             ),
             highlight=False,
         )
-        out.print(f"approval {approval_id}: {said} by {decided.approver} after it expired")
-    elif decided.status == "approved" and (why := stale_context(runner, decided)) is not None:
-        # As for a late decision: "approved" alone read as if the call would now run (D17)
+    elif stale is not None:
         err.print(
             Text.assemble(
                 ("warning:", "yellow"),
-                f" approval {approval_id} was asked under {why}; the decision is recorded, but resuming "
+                f" approval {approval_id} was asked under {stale}; the decision is recorded, but resuming "
                 "with this application tells the model APPROVAL_STALE and the call will not run",
             ),
             highlight=False,
         )
+    if as_json:
+        # one object a script can act on without parsing the text; the warnings above stay on stderr
+        out.print_json(
+            json.dumps(
+                {
+                    "approval": decided.to_dict(),
+                    "recorded_now": approval.status == "pending",
+                    "operation_state": state,
+                    "takes_effect": not ended and not late and stale is None,
+                    "resume": None if ended else resume_command(approval.operation_id, store, wanted_app),
+                }
+            )
+        )
+        return
+    if ended:
+        # Review round 14 (h5 r6): a repeat after the operation ended printed "resume with: ...", a
+        # command that exits 2 on a finished operation (D2)
+        gone = "is no longer in this store" if state is None else f"has ended {state}"
         out.print(f"approval {approval_id}: {said} by {decided.approver} at {_when(decided.decided_at)}")
+        out.print(f"operation {approval.operation_id} {gone}: there is nothing to resume")
+        return
+    if late:
+        out.print(f"approval {approval_id}: {said} by {decided.approver} after it expired")
     else:
         out.print(f"approval {approval_id}: {said} by {decided.approver} at {_when(decided.decided_at)}")
-    saved = (stored.head.get("app") or {}).get("ref")
-    out.print(resume_hint(approval.operation_id, store, app_ref if app_ref not in (None, saved) else None))
-
-
-def _print_decided_json(
-    runner: Any,
-    approval: PendingApproval,
-    decided: PendingApproval,
-    state: str | None,
-    store: str,
-    app_ref: str | None,
-    stored: Any,
-) -> None:
-    """``--json`` of a decision: one object a script can act on without parsing the text (the warnings
-    still go to stderr). ``takes_effect`` is False when resuming cannot act on the decision: the operation
-    has ended or is gone, the decision came after the approval's expiry, or the approved call no longer
-    matches what was approved (APPROVAL_STALE); ``resume`` is the command to run next, or null."""
-    from ..runtime.decisions import stale_context
-
-    ended = state is None or state in TERMINAL
-    late = decided.decided_at is not None and decided.decided_at >= decided.expires_at
-    stale = None
-    if not ended and not late and decided.status == "approved":
-        stale = stale_context(runner, decided)
-    saved = None if stored is None else (stored.head.get("app") or {}).get("ref")
-    wanted_app = app_ref if app_ref not in (None, saved) else None
-    out.print_json(
-        json.dumps(
-            {
-                "approval": decided.to_dict(),
-                "recorded_now": approval.status == "pending",
-                "operation_state": state,
-                "takes_effect": not ended and not late and stale is None,
-                "resume": None if ended else resume_command(approval.operation_id, store, wanted_app),
-            }
-        )
-    )
+    out.print(resume_hint(approval.operation_id, store, wanted_app))
 
 
 @approvals_app.command("approve")
