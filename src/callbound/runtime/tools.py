@@ -21,8 +21,8 @@ import inspect
 import threading
 import time
 import weakref
-from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -30,6 +30,8 @@ from pydantic import BaseModel
 from ..core.canonical import canonical_bytes
 from ..core.errors import CanonicalizationError, NotApplied
 from ..core.registry import CallContext, discard_awaitable, is_async_callable
+from .slots import Slot, current_turn, resolve
+from .slots import turn_slots as turn_slots  # where execute.py and the tests import it from
 from .threads import HandlerThreads, Ticket, check_executor_args
 
 
@@ -123,7 +125,7 @@ class ToolExecutor:
     async def run(
         self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float
     ) -> HandlerOutcome:
-        turn = _turn.get()
+        turn = current_turn.get()
         if turn is None:
             return await self._run(handler, args, ctx, timeout_s, None)
         slot = await turn.acquire(timeout_s)
@@ -132,23 +134,23 @@ class ToolExecutor:
             return turn.not_started(handler, _not_started(timeout_s, why))
         # The handler itself runs outside the turn: a call it makes through an executor is not one
         # of this turn's calls and must not wait for this turn's slots (the one it runs in included).
-        token = _turn.set(None)
+        token = current_turn.set(None)
         try:
             outcome = await self._run(handler, args, ctx, turn.cap(timeout_s), slot)
         finally:
-            _turn.reset(token)
+            current_turn.reset(token)
             slot.release()  # this call's hold; a thread still running keeps its own
         return outcome if outcome.started else turn.not_started(handler, outcome)
 
     async def _run(
-        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: _Slot | None
+        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: Slot | None
     ) -> HandlerOutcome:
         if is_async_callable(handler):
             return await self._run_async(handler, args, ctx, timeout_s, slot)
         return await self._run_sync(handler, args, ctx, timeout_s, slot)
 
     async def _run_async(
-        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: _Slot | None
+        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: Slot | None
     ) -> HandlerOutcome:
         # Its own task, not awaited in place under asyncio.timeout: a handler that catches the
         # CancelledError and goes on (cleanup that sleeps, a loop that retries) held the call, and the
@@ -160,7 +162,7 @@ class ToolExecutor:
         _handler_tasks.add(task)
         task.add_done_callback(hold.settled)
         # one future and one timer (asyncio.wait adds a future, callbacks and a set each time: ~5 µs)
-        timer = loop.call_later(max(timeout_s, 0.0), _resolve, hold.ended)
+        timer = loop.call_later(max(timeout_s, 0.0), resolve, hold.ended)
         try:
             await hold.ended
         except asyncio.CancelledError:
@@ -210,7 +212,7 @@ class ToolExecutor:
         raise exc  # KeyboardInterrupt, other BaseExceptions: not the tool's outcome
 
     async def _run_sync(
-        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: _Slot | None
+        self, handler: Callable[..., Any], args: Any, ctx: CallContext, timeout_s: float, slot: Slot | None
     ) -> HandlerOutcome:
         loop = asyncio.get_running_loop()
         call = _ThreadCall(loop, slot)
@@ -390,7 +392,7 @@ class _TaskHold:
 
     __slots__ = ("ended", "slot")
 
-    def __init__(self, slot: _Slot | None, ended: asyncio.Future[None]) -> None:
+    def __init__(self, slot: Slot | None, ended: asyncio.Future[None]) -> None:
         self.slot = slot
         self.ended = ended
         if slot is not None:
@@ -403,7 +405,7 @@ class _TaskHold:
 
     def settled(self, task: asyncio.Task[Any]) -> None:
         self.release()
-        _resolve(self.ended)
+        resolve(self.ended)
         _handler_tasks.discard(task)
         if not task.cancelled():
             task.exception()  # retrieved: a late failure of an abandoned handler is not logged as lost
@@ -432,7 +434,7 @@ class _ThreadCall:
 
     __slots__ = ("late", "loop", "slot", "ticket", "waiter")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, slot: _Slot | None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, slot: Slot | None) -> None:
         self.loop = loop
         self.slot = slot
         self.ticket: Ticket | None = None
@@ -468,128 +470,6 @@ class _ThreadCall:
             self.slot.overdue()
         self.late = self.loop.create_future()
         self.waiter.set_result((_TIMED_OUT, None))
-
-
-# ---- the turn's handler slots (D15) ---------------------------------------------------------------
-
-
-class TurnSlots:
-    """At most ``limit`` handlers of one turn run at once, counting sync handlers that timed out and
-    whose threads still run: such a handler keeps its slot until its thread ends.
-
-    A call waits for a slot as long as the slots are held by handlers still within their own timeouts
-    (bounded by those timeouts: the turn's calls take turns, each with its full timeout, as D15 had
-    them). While every slot is held by a handler past its timeout, which may never end, the waiting
-    call's own timeout runs; when it is up, the call is not run. No slot is given once the operation's
-    remaining active time at the start of the turn (D14) is spent, and no handler's timeout outlasts it.
-    """
-
-    def __init__(self, limit: int, remaining_s: float, effects: Collection[Callable[..., Any]]) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._limit = max(1, limit)
-        self._deadline = self._loop.time() + max(remaining_s, 0.0)
-        self._effects = frozenset(id(h) for h in effects)  # by identity: handlers need not be hashable
-        self._busy = 0  # slots held
-        self._live = 0  # slots held by handlers still within their timeouts
-        self._waiters: list[asyncio.Future[None]] = []
-
-    def cap(self, timeout_s: float) -> float:
-        return min(timeout_s, max(0.0, self._deadline - self._loop.time()))
-
-    def not_started(self, handler: Callable[..., Any], outcome: HandlerOutcome) -> HandlerOutcome:
-        if id(handler) not in self._effects:
-            return outcome
-        message = f"{outcome.message}, so it was not applied; it may be tried again"
-        return replace(outcome, kind="not_applied", message=message)
-
-    async def acquire(self, timeout_s: float) -> _Slot | None:
-        """A slot, or None if none could be had in time (the call must not run)."""
-        loop = self._loop
-        budget = max(timeout_s, 0.0)
-        while True:
-            now = loop.time()
-            if now >= self._deadline:
-                return None
-            if self._busy < self._limit:
-                self._busy += 1
-                self._live += 1
-                return _Slot(self)
-            stalled = self._live == 0
-            if stalled and budget <= 0:
-                return None
-            wait = self._deadline - now
-            wake: asyncio.Future[None] = loop.create_future()
-            self._waiters.append(wake)
-            timer = loop.call_later(min(wait, budget) if stalled else wait, _resolve, wake)
-            try:
-                await wake
-            finally:
-                timer.cancel()
-                if wake in self._waiters:
-                    self._waiters.remove(wake)
-            if stalled:
-                budget -= loop.time() - now
-
-    def _one_overdue(self) -> None:
-        self._live -= 1
-        self._changed()
-
-    def _one_free(self, was_overdue: bool) -> None:
-        self._busy -= 1
-        if not was_overdue:
-            self._live -= 1
-        self._changed()
-
-    def _changed(self) -> None:
-        for wake in self._waiters:  # each rechecks; the first to run takes a free slot
-            _resolve(wake)
-
-
-class _Slot:
-    """One held slot: free when every hold on it is given back (the call's, and its thread's)."""
-
-    __slots__ = ("_holds", "_overdue", "_turn")
-
-    def __init__(self, turn: TurnSlots) -> None:
-        self._turn = turn
-        self._holds = 1
-        self._overdue = False
-
-    def hold(self) -> None:
-        self._holds += 1
-
-    def overdue(self) -> None:
-        """Its handler is past its timeout: waiting calls' own timeouts start to run."""
-        if not self._overdue and self._holds:
-            self._overdue = True
-            self._turn._one_overdue()
-
-    def release(self) -> None:
-        self._holds -= 1
-        if self._holds == 0:
-            self._turn._one_free(self._overdue)
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-_turn: contextvars.ContextVar[TurnSlots | None] = contextvars.ContextVar("callbound_turn_slots", default=None)
-
-
-@contextlib.contextmanager
-def turn_slots(
-    max_parallel: int, remaining_s: float, effects: Collection[Callable[..., Any]] = ()
-) -> Iterator[TurnSlots]:
-    """Every ``ToolExecutor.run`` inside (tasks started inside included) runs under these slots.
-    ``effects``: the write handlers whose never starting means their effect did not happen."""
-    slots = TurnSlots(max_parallel, remaining_s, effects)
-    token = _turn.set(slots)
-    try:
-        yield slots
-    finally:
-        _turn.reset(token)
 
 
 async def call_maybe_async(fn: Callable[..., Any], *args: Any) -> Any:
