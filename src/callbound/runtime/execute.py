@@ -39,12 +39,14 @@ from .claims import queue as _ledger
 from .crash import crash_point, ledger_disabled
 from .operation import DONE, PLANNED, RUNNING, UNKNOWN, CallRecord, Operation
 from .repeats import TurnRuns
+from .slots import outside_turn
 from .tools import HandlerOutcome, linger_for, turn_slots
 from .turn_deadline import (
     ReadGate,
     ctx_for,
     deadline_stop,
     raise_if_reads_left,
+    reconcile_bounds,
     time_left_s,
     timeout_for,
 )
@@ -352,12 +354,13 @@ async def _reconcile(
     if spec.reconcile is None or rec.idempotency_key is None:
         rec.status = UNKNOWN
         return False
-    # Through the executor, like a handler: under the tool's timeout and the deadline (D14), and a
-    # sync reconcile in a worker thread, not on the event loop (where it would also stop the lease's
-    # heartbeat). A timeout or any failure means nobody can tell.
-    checked = await runner.executor.run(
-        spec.reconcile, rec.idempotency_key, ctx_for(runner, op, rec, spec), timeout_for(runner, op, spec)
-    )
+    # Through the executor, like a handler (a sync reconcile in a worker thread, not on the event loop,
+    # where it would also stop the lease's heartbeat), but under the tool's own timeout alone, outside
+    # the turn's slots: not cut to the deadline or not_after, which may be what cut the handler (D35).
+    # A timeout or any failure means nobody can tell; a spent deadline stops the operation afterwards.
+    ctx, timeout_s = reconcile_bounds(runner, op, rec, spec)
+    with outside_turn():
+        checked = await runner.executor.run(spec.reconcile, rec.idempotency_key, ctx, timeout_s)
     if checked.kind == "not_applied":
         _ledger(op, rec, spec, LedgerStatus.FAILED, None, attempts)
         rec.effect, rec.producer = "not_applied", "reconcile"

@@ -119,7 +119,9 @@ def resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-current_turn: contextvars.ContextVar[TurnSlots | None] = contextvars.ContextVar("callbound_turn_slots", default=None)
+current_turn: contextvars.ContextVar[TurnSlots | None] = contextvars.ContextVar(
+    "callbound_turn_slots", default=None
+)
 
 
 @contextlib.contextmanager
@@ -132,5 +134,16 @@ def turn_slots(
     token = current_turn.set(slots)
     try:
         yield slots
+    finally:
+        current_turn.reset(token)
+
+
+@contextlib.contextmanager
+def outside_turn() -> Iterator[None]:
+    """Every ``ToolExecutor.run`` inside takes no slot of the turn and is not cut to the turn's time: a
+    reconcile hook, bounded by its tool's own timeout alone (D35), asked once the deadline may be spent."""
+    token = current_turn.set(None)
+    try:
+        yield
     finally:
         current_turn.reset(token)

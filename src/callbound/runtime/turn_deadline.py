@@ -3,12 +3,15 @@
 Active time is added up when the runner ticks (``Runner._tick``, at each commit), so inside a turn
 ``op.spent.active_s`` lags by whatever the turn's handlers took since: every check here ticks first and
 decides on the active time used up to now. A handler that finds the deadline spent never starts: its
-call stays PLANNED and the operation stops DEADLINE (``executing._stop_before_handlers``).
+call stays PLANNED and the operation stops DEADLINE (``executing._stop_before_handlers``). A write's
+reconcile hook is the exception (D35, ``reconcile_bounds``): it runs under the tool's own timeout even
+once the deadline is spent, and the operation stops DEADLINE after it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +76,22 @@ def ctx_for(runner: Runner, op: Operation, rec: CallRecord, spec: ToolSpec, atte
 def timeout_for(runner: Runner, op: Operation, spec: ToolSpec) -> float:
     """The tool's timeout, cut to the time left: active deadline and not_after (D14)."""
     return min(spec.timeout_ms / 1000.0, time_left_s(runner, op))
+
+
+def reconcile_bounds(
+    runner: Runner, op: Operation, rec: CallRecord, spec: ToolSpec
+) -> tuple[CallContext, float]:
+    """A reconcile hook's context and timeout (D35): the tool's own timeout, never cut to the time left.
+    An unknown write is often unknown because the deadline (or ``not_after``) cut its handler: cut to
+    0 s as a handler is, the hook was never asked and the operation always ended OUTCOME_UNKNOWN, where
+    a lookup of a few seconds tells whether the money moved. Its ``CallContext.deadline`` is no earlier
+    than the end of that timeout."""
+    timeout_s = spec.timeout_ms / 1000.0
+    ctx = ctx_for(runner, op, rec, spec)
+    own = deadline_at(runner.clock.now(), timeout_s)
+    if ctx.deadline is None or ctx.deadline < own:
+        ctx = replace(ctx, deadline=own)
+    return ctx, timeout_s
 
 
 def raise_if_reads_left(runner: Runner, op: Operation, reads: Iterable[CallRecord]) -> None:
