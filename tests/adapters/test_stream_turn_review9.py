@@ -368,8 +368,8 @@ def interactions_call(text: str) -> list[Event]:
 @pytest.mark.parametrize(
     ("text", "echoed"),
     [
-        ('{"a": 7', {}),  # cut JSON
-        ("[7]", {}),  # JSON, but no object
+        ('{"a": 7', {"INVALID_JSON": '{"a": 7'}),  # cut JSON: the text, wrapped (review 22, d)
+        ("[7]", {"INVALID_JSON": "[7]"}),  # JSON, but no object: as a plain body's [7] goes back
         ('{"a": 1, "a": 7}', {"a": 7}),  # duplicate keys: the object as the lenient body reader reads it
         ('{"a": 9007199254740993}', {"a": 9007199254740993}),  # beyond 2^53-1
     ],
@@ -395,5 +395,5 @@ def test_an_unusable_call_is_answered_and_echoed_as_an_object() -> None:
     outcome = runner.run_sync(input="x", tenant="t", subject="s")
     assert outcome.state == "COMPLETED"
     echoed = [x for x in model.requests[1]["input"] if x.get("type") == "function_call"]
-    assert echoed[0]["arguments"] == {}
+    assert echoed[0]["arguments"] == {"INVALID_JSON": '{"a": 7'}
     assert "INVALID_ARGUMENTS" in json.dumps(model.requests[1]["input"][-1])  # the function_result

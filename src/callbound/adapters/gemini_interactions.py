@@ -22,8 +22,9 @@
   steps (``user_input``, ``function_result``) in a response are not part of the turn, so nothing the
   request sent is replayed twice.
 - Continuation (D8): stateless replay by default: the turn's steps go back unchanged (``thought`` steps
-  with their ``signature``), then the results; a call's ``arguments`` that are no object or hold a
-  number JSON cannot carry go back as ``{"INVALID_JSON": text}`` (``finite``). Server-side state is
+  with their ``signature``), then the results; a call's ``arguments`` that are no object (``null``
+  included) or hold a number JSON cannot carry go back as ``{"INVALID_JSON": text}`` (``finite``),
+  plain or streamed alike. Server-side state is
   opt-in with the runtime's generic
   ``settings["continuation"] = "previous_response_id"``: the runtime then passes the interaction id as
   ``previous_response_id``, which goes on the wire as ``previous_interaction_id`` with only the new
@@ -193,7 +194,8 @@ def turn_from_interaction(
         if kind == "function_call":
             args = item.get("arguments")
             streamed = raw_arguments.get(index) if raw_arguments else None
-            sent = unsendable_text(args)
+            # null is no object either (FunctionCallStepParam.arguments is required): wrapped, as streamed
+            sent = "null" if args is None and "arguments" in item else unsendable_text(args)
             sent = streamed if sent is not None and streamed is not None else sent
             raw_args = streamed if streamed is not None else (args if sent is None else sent)
             if sent is not None:

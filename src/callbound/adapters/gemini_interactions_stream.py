@@ -33,6 +33,7 @@ from .base import (
     too_large_turn,
     utf8_len,
 )
+from .finite import invalid_json
 from .gemini_interactions import (
     _TERMINAL,
     API,
@@ -71,16 +72,18 @@ def _echoed(raw: str) -> dict[str, Any]:
     """The ``arguments`` object a streamed call's step goes back with (D8): the API takes an object
     only (the SDK's FunctionCallStepParam), so text the strict parser refuses (D5) goes back as the
     object the lenient body reader makes of it (duplicate keys: the last value, as a plain body's
-    object is echoed), and text that is no JSON object at all as ``{}``. The call itself carries the
-    raw text and its arguments error either way."""
+    object is echoed), and text that is no JSON object (a list, a string, a number, ``null``, or no
+    JSON at all) as ``{"INVALID_JSON": text}``, as a plain body's arguments of the same value go back
+    (``turn_from_interaction``), so the continuation is the same streamed or not. The call itself
+    carries the raw text and its arguments error either way."""
     parsed, _ = parse_arguments(raw)
     if parsed is not None:
         return parsed
     try:
         lenient = loads_body(raw)
     except (ValueError, RecursionError):
-        return {}
-    return lenient if isinstance(lenient, dict) else {}
+        return invalid_json(raw)
+    return lenient if isinstance(lenient, dict) else invalid_json(raw)
 
 
 def _list_in(item: dict[str, Any], key: str) -> list[Any]:
