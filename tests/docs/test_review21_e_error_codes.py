@@ -1,9 +1,10 @@
 """Review round 21, e: docs/reference.md's table of the error codes the model receives is the code's own
 list (``callbound.core.dispatch``'s code constants). The docs named the codes in passing, across
 three pages, and ``DUPLICATE_CALL_ID`` (D7: one response using a call id twice runs neither call)
-nowhere. ``NOT_RUN`` and ``OUTCOME_UNKNOWN`` are defined there but never sent to a model (an unknown
-outcome stops the operation); the guard fails if either starts being used, or a code is added,
-without a row."""
+nowhere; the guard fails if a code is added without a row. Review round 22, b: ``NOT_RUN`` and
+``OUTCOME_UNKNOWN`` were defined there too, and never sent to a model (an unknown outcome stops the
+operation, D16; an unrun call is named in the escalation record): removed, and every code left is one
+the runtime sends."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ from callbound.core import dispatch
 from callbound.testing import ScriptedModel
 from tests.docs.order_script import ANSWER, Order
 from tests.recordings import REPO_ROOT
-
-NEVER_SENT = {"NOT_RUN", "OUTCOME_UNKNOWN"}
 
 
 def _codes_in_code() -> set[str]:
@@ -33,23 +32,28 @@ def _rows() -> list[str]:
 def test_the_table_lists_every_code_the_model_can_receive() -> None:
     codes = _codes_in_code()
     assert {"UNKNOWN_TOOL", "HANDLER_ERROR", "DUPLICATE_CALL_ID", "IN_PROGRESS"} <= codes
-    assert sorted(_rows()) == sorted(codes - NEVER_SENT)
+    assert sorted(_rows()) == sorted(codes)
 
 
-def test_the_codes_never_sent_are_used_nowhere() -> None:
-    """Neither is imported from ``core.dispatch`` nor read inside it."""
+def test_every_code_is_one_the_runtime_sends() -> None:
+    """Each code is imported from ``core.dispatch`` by the code that sends it, read inside it, or
+    (APPROVAL_STALE, from the approval checks) written out where a call is refused. ``OUTCOME_UNKNOWN``
+    is a stop reason (``STOPPED(OUTCOME_UNKNOWN)``), never a code the model receives (review round 22, b)."""
+    codes = _codes_in_code()
+    assert "NOT_RUN" not in codes and "OUTCOME_UNKNOWN" not in codes
     used: set[str] = set()
     for path in sorted((REPO_ROOT / "src" / "callbound").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("dispatch"):
                 used.update(a.name for a in node.names)
-            elif isinstance(node, ast.Attribute) and node.attr in NEVER_SENT:
+            elif isinstance(node, ast.Attribute) and node.attr in codes:
                 used.add(node.attr)
             elif path.name == "dispatch.py" and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 used.add(node.id)
-    assert "UNKNOWN_TOOL" in used
-    assert used & NEVER_SENT == set()
+            elif path.name == "execute.py" and isinstance(node, ast.Constant) and node.value in codes:
+                used.add(str(node.value))
+    assert codes <= used, sorted(codes - used)
 
 
 def test_a_call_id_used_twice_in_one_response_runs_neither_call() -> None:

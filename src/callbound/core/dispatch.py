@@ -33,9 +33,10 @@ RESULT_TOO_LARGE = "RESULT_TOO_LARGE"
 NO_PROGRESS = "NO_PROGRESS"
 APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
 APPROVAL_STALE = "APPROVAL_STALE"
-OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
-NOT_RUN = "NOT_RUN"
 IN_PROGRESS = "IN_PROGRESS"
+# No code says "outcome unknown" or "not run": a write whose outcome nobody can tell stops the operation
+# STOPPED(OUTCOME_UNKNOWN) before the model hears anything (D16), and a call a stop leaves unrun is
+# named in the escalation record, not sent (docs/stop-reasons.md).
 
 PolicyAuthorize = Callable[[ToolSpec, Any, CallContext], bool]
 
