@@ -26,7 +26,7 @@ SECRET = "sk-secret-value"
         ({"x-token": SECRET + "\n"}, "the value of x-token ends with a newline"),
         ({"x-token": " " + SECRET}, "the value of x-token starts or ends with whitespace"),
         ({"x-token": SECRET + "\r\nx-injected: 1"}, "the value of x-token holds a control character"),
-        ({"x-token": 5}, "x-token takes a string value, not int"),
+        ({"x-token": 5}, "x-token takes a string or bytes value, not int"),
         ({"x token": "v"}, "header name 'x token' that is no HTTP field name"),
         ({"": "v"}, "header name '' that is no HTTP field name"),
         ({"x-tökén": "v"}, "no HTTP field name"),

@@ -19,6 +19,7 @@ __all__ = [
     "OPENAI_HEADER_ENV",
     "check_base_url",
     "check_client_args",
+    "check_header_value",
     "check_headers",
     "check_key",
     "env_base_url",
@@ -172,7 +173,10 @@ def check_headers(owner: str, headers: object) -> None:
     key). A value that was not a string, or one with a non-ASCII character, raised TypeError or
     UnicodeEncodeError out of every request, and a newline or a space in a name failed every request
     as a connection error, each retried until FAILED after the operation was stored (review round 21,
-    c)."""
+    c). A value may be bytes, and hold a space or tab inside, as httpx sends them (RFC 9110 5.5: a
+    field value's SP and HTAB between visible characters; a byte 0x80-0xFF is obs-text), checked as its
+    latin-1 text (``check_header_value``); a string value stays ASCII, since httpx encodes it so
+    (review round 22, d)."""
     if headers is None:
         return
     try:
@@ -184,9 +188,35 @@ def check_headers(owner: str, headers: object) -> None:
     for name, value in pairs.items():
         if not isinstance(name, str) or not name or not set(name) <= _TOKEN:
             raise UsageError(f"{owner}(headers=...) has a header name {name!r} that is no HTTP field name")
-        if not isinstance(value, str):
-            raise UsageError(f"{owner}(headers=...): {name} takes a string value, not {type(value).__name__}")
-        check_key(value, f"{owner}(headers=...): the value of {name}", what="it")
+        if not isinstance(value, str | bytes):
+            raise UsageError(
+                f"{owner}(headers=...): {name} takes a string or bytes value, not {type(value).__name__}"
+            )
+        check_header_value(value, f"{owner}(headers=...): the value of {name}")
+
+
+def check_header_value(value: str | bytes, where: str) -> None:
+    """Refuse a header value no request can carry, as ``check_key`` does a key, naming the character
+    class and its place, never the value: RFC 9110 5.5 field-content is visible characters (and, in
+    bytes, obs-text 0x80-0xFF, which httpx and h11 send as they are) with spaces and tabs only between
+    them. So a newline, CR, NUL or other control character anywhere, whitespace at either end, or a
+    non-ASCII character in a string (httpx encodes a string as ASCII) is a ``UsageError``."""
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    problem = None
+    if text.endswith("\n"):
+        problem = "ends with a newline (as read from a file?)"
+    elif text != text.strip(" \t"):
+        problem = "starts or ends with whitespace"
+    else:
+        for i, ch in enumerate(text, 1):
+            if (ord(ch) < 0x20 and ch != "\t") or ord(ch) == 0x7F:
+                problem = f"holds a control character (U+{ord(ch):04X}) at position {i} of {len(text)}"
+            elif ord(ch) > 0x7E and not isinstance(value, bytes):
+                problem = f"holds a non-ASCII character at position {i} of {len(text)}"
+            if problem:
+                break
+    if problem:
+        raise UsageError(f"{where} {problem}: no HTTP header can carry it; fix it")
 
 
 def check_base_url(base_url: str, where: str) -> None:

@@ -80,6 +80,12 @@ def _env_base_url(api: str) -> str | None:
 _MODEL_IN_BODY = frozenset({"openai-responses", "openai-chat", "anthropic-messages", "gemini-interactions"})
 
 
+def _wire(headers: dict[str, str | bytes]) -> dict[bytes, bytes]:
+    """The request's headers as httpx writes them: names and string values in ASCII (``check_headers``
+    and ``check_key`` admitted nothing else), bytes values as they are."""
+    return {k.encode("ascii"): v if isinstance(v, bytes) else v.encode("ascii") for k, v in headers.items()}
+
+
 class HttpModel:
     """A ``ModelClient`` over raw httpx. ``base_url`` is the server root (no ``/v1``; by default the
     SDK's variable, ``BASE_URL_ENV``, else the provider's); ``api_key``
@@ -87,7 +93,9 @@ class HttpModel:
     model is part of the URL) and otherwise goes in a body that names none (a body's own model wins),
     as over the SDK clients; ``timeout_s`` caps each phase of
     every request (connect, every read, write) in addition to the remaining deadline, which also
-    bounds the request as a whole; ``headers`` are added to every request."""
+    bounds the request as a whole; ``headers`` are added to every request: values are ASCII strings or
+    bytes (sent as they are, as httpx sends them; a byte 0x80-0xFF is RFC 9110's obs-text), with spaces
+    or tabs inside but not at either end, and no other control character (``checks.check_headers``)."""
 
     def __init__(
         self,
@@ -97,7 +105,7 @@ class HttpModel:
         api_key: str | None = None,
         model: str | None = None,
         timeout_s: float | None = None,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str | bytes] | None = None,
         caps: StreamCaps | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -162,9 +170,9 @@ class HttpModel:
             return f"{self.base_url}/v1beta/{collection}/{name}:generateContent"
         return f"{self.base_url}/v1beta/interactions"
 
-    def request_headers(self, *, stream: bool) -> dict[str, str]:
+    def request_headers(self, *, stream: bool) -> dict[str, str | bytes]:
         key = self._key()
-        headers = {"content-type": "application/json"}
+        headers: dict[str, str | bytes] = {"content-type": "application/json"}
         if stream:
             headers["accept"] = "text/event-stream"
         if self.api.startswith("openai-"):
@@ -218,7 +226,7 @@ class HttpModel:
     async def _send(
         self,
         url: str,
-        headers: dict[str, str],
+        headers: dict[str, str | bytes],
         content: bytes,
         stream: bool,
         model: str | None,
@@ -231,7 +239,7 @@ class HttpModel:
         try:
             async with (
                 httpx.AsyncClient(timeout=httpx.Timeout(timeout), transport=self._transport) as client,
-                client.stream("POST", url, content=content, headers=headers) as response,
+                client.stream("POST", url, content=content, headers=_wire(headers)) as response,
             ):
                 if not 200 <= response.status_code < 300:
                     raw = await _read_error_body(response)
