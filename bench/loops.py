@@ -498,7 +498,7 @@ PHASES = (
         "OpenAIResponsesAdapter.parse_response",
         False,
     ),
-    ("validate + plan the calls (pydantic, dispatch)", "callbound.runtime.runner", "plan", False),
+    ("validate + plan the calls (pydantic, dispatch)", "callbound.runtime.requesting", "plan", False),
     ("run the handler (async, with timeout)", "callbound.runtime.tools", "ToolExecutor.run", True),
     ("seal the result envelope (binding)", "callbound.runtime.execute", "seal", False),
     ("verify bindings from trusted context", "callbound.runtime.results", "verify_results_hashed", False),

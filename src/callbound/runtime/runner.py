@@ -15,25 +15,17 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..adapters.base import readable_turn
 from ..core.approvals import Decision, PendingApproval
 from ..core.audit import AuditEvent
 from ..core.canonical import sha256_hex
 from ..core.dispatch import TrustedOperation
-from ..core.errors import IntentTaken, OperationBusy, StoreError, UsageError
+from ..core.errors import IntentTaken, OperationBusy, UsageError
 from ..core.guards import (
     Budgets,
-    Stop,
-    check_after_turn,
-    check_before_model_request,
-    remaining_s,
-    settings_for_request,
 )
 from ..core.ids import IdSource, RandomIds
-from ..core.machine import classify_turn
-from ..core.model import ModelClient, RequestMeta
+from ..core.model import ModelClient
 from ..core.registry import Registry
-from ..core.snapshot import turn_to_dict
 from ..core.states import TERMINAL, State
 from ..core.types import ModelTurn, Progress, Transition
 from ..stores.base import JournalRow, Store, StoredOperation
@@ -50,24 +42,23 @@ from .checks import (
     check_tenant,
     check_text,
     check_tool_choice,
-    check_turn_usage,
     checked_decisions,
     checked_settings,
 )
 from .clock import Clock, SystemClock
 from .crash import crash_point
 from .decisions import check_approver, record, record_all, withdraw_pending
-from .escalation import escalate, turn_calls
-from .executing import execute_step, writes_only
+from .escalation import escalate
+from .executing import execute_step
 from .integrity import created_entry, load_to_drive, refuse_if_finished
 from .lease import driving, outcome_after_claim
 from .operation import Operation
-from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of, priced, with_turn
+from .outcome import ApproverNotAllowed, Outcome, Policy, Price, outcome_of
 from .planning import approvals_ready, plan
 from .pricing import required_price
+from .requesting import finish_failure, request_step
 from .results import send_results
-from .retry import after_retryable, chain_lost, raised_turn, replayable, retry_step
-from .storable import storable_turn
+from .retry import retry_step
 from .sync import run_blocking
 from .tools import ToolExecutor
 
@@ -159,6 +150,29 @@ class Runner:
     async def run(
         self, input: str | None, tenant: str, subject: str, operation_id: str | None = None
     ) -> Outcome:
+        """Start a new operation for ``tenant`` and ``subject`` and drive it until it ends or waits for
+        approval. ``input`` is the user's message (``None``: none, when the runner's ``messages`` or
+        ``instructions`` say it all); the runner's instructions, messages, budgets and model settings
+        are saved with the operation (D25); ``operation_id`` names it (``None``: a new random id).
+
+        The operation is committed before the first model request, and every transition before the
+        effect it announces (D18). The run holds the operation's lease while it drives (D21); a worker
+        that claims the new operation first drives it instead, and the run returns the worker's Outcome
+        once it has paused or ended it. Active time counts against ``Budgets.deadline_s`` from here, and
+        ``not_after`` ends it regardless (D14).
+
+        Returns the ``Outcome``: ``COMPLETED`` with the text, ``WAITING_APPROVAL`` with the pending
+        approvals (decide them, then ``resume``), or another terminal state with its ``reason`` and
+        escalation record; everything the model, the provider, the tools or the stored data did is
+        reported there, never raised (D4). ``callbound run`` exits 0 on the first two, 3 otherwise (D28).
+
+        Raises ``UsageError`` for misuse, before anything is stored: ``input``, ``tenant``, ``subject``
+        or ``operation_id`` of the wrong type or empty; ``OperationExists`` (also a ``StoreError``) for
+        an id the store already holds. Once under way, a ``UsageError`` leaves the operation resumable
+        where it stopped: ``ScriptExhausted`` when a ``ScriptedModel`` has no response for the request
+        (D24), a model client that returned no ``ModelTurn``, a ``max_cost`` without a price for the
+        model (D12). ``StoreError`` when the store fails: ``StaleLease`` when another process took the
+        operation over, ``IntentTaken`` when another operation kept claiming a write's intent."""
         op = self._new_operation(input, tenant, subject, operation_id)
         await self._flush(op)
         self._announce(op, op.machine.history[0], {})  # once stored: a refused run was never created
@@ -173,17 +187,39 @@ class Runner:
             return await outcome_after_claim(self, op.operation_id)
 
     def submit(self, input: str | None, tenant: str, subject: str, operation_id: str | None = None) -> str:
-        """Queue an operation for workers without running it (D21)."""
+        """Create an operation, as ``run`` does, and queue it for ``callbound worker`` without running it
+        (D21): nothing is sent to the model and no lease is taken; a worker claims it and drives it with
+        the application saved with it (``Runner(app=...)``), or its own ``--app``. The operation, with
+        the runner's instructions, messages, budgets and settings (D25), is committed before this
+        returns (D18); its active time starts when a worker drives it (D14).
+
+        Returns the operation id (``Runner.outcome(id)`` reads its state later). Raises ``UsageError``
+        for the arguments ``run`` refuses, ``OperationExists`` for an id the store already holds, and
+        ``StoreError`` when the store fails."""
         op = self._new_operation(input, tenant, subject, operation_id)
         self._commit_sync(op)
         self._announce(op, op.machine.history[0], {})
         return op.operation_id
 
     async def resume(self, operation_id: str, decisions: Sequence[Decision] | Decision = ()) -> Outcome:
-        """Record ``decisions`` (a single ``Decision`` is a list of one) and drive the operation on.
-        Holds its lease meanwhile, so two drives never run one operation at once (``OperationBusy``);
-        a drive of this host whose process is gone is taken over at once, anyone else's lease must
-        expire first (D21)."""
+        """Record ``decisions`` (a single ``Decision`` is a list of one, D17) and drive the operation on
+        from where the store holds it, with the budgets, settings and instructions saved with it (D25)
+        and the active time it has used (D14). Holds its lease meanwhile, so two drives never run one
+        operation at once; a drive of this host whose process is gone is taken over at once, anyone
+        else's lease must expire first (D21). A write left ``STARTED`` by a crash is reconciled before
+        anything runs again (D16, D18); a ``ScriptedModel`` continues its script (D24).
+
+        Returns the ``Outcome``, as ``run`` does (D28: ``callbound resume`` exits 0 on ``COMPLETED`` or
+        ``WAITING_APPROVAL``, 3 otherwise); an operation whose stored rows differ from its audit chain
+        ends ``FAILED(INTEGRITY)`` before any decision is recorded or anything runs (D20).
+
+        Raises ``UsageError`` before any decision is recorded: an ``operation_id`` that is not a
+        non-empty ``str`` or that the store does not hold, a finished operation, decisions that are not
+        ``Decision`` objects, ``UnknownApproval``, ``ApprovalAlreadyDecided`` or ``ApproverNotAllowed``
+        for a decision (all are checked before any is recorded), a chain written under another
+        ``CALLBOUND_AUDIT_KEY``, a saved ``max_cost`` this runner has no price for; once under way, as
+        ``run`` (``ScriptExhausted``, D24). Raises ``OperationBusy`` (a ``StoreError``) while another drive or worker holds the lease,
+        ``StaleLease`` when another process takes it over, and ``StoreError`` when the store fails."""
         check_operation_id(operation_id)
         decisions = checked_decisions(decisions)  # all of them, before the lease and any record
         refuse_if_finished(self.store, operation_id)  # before the lease: a refusal writes nothing
@@ -207,9 +243,18 @@ class Runner:
     def run_sync(
         self, input: str | None, tenant: str, subject: str, operation_id: str | None = None
     ) -> Outcome:
+        """``run`` for synchronous code: the same arguments, Outcome and errors (D14, D18, D21, D24,
+        D25, D28), on an event loop of its own (``runtime/sync.run_blocking``). Raises ``UsageError``
+        when called from a running event loop (``await run()`` there). When the run ends, handler
+        threads and tasks still running are waited for at most ``ToolExecutor.grace_s``, then left
+        with a warning, so a hung handler cannot keep the call from returning (D16). Ctrl-C cancels
+        the drive (``KeyboardInterrupt``); ``resume_sync`` continues it."""
         return run_blocking(self.run(input, tenant, subject, operation_id), self.executor.grace_s)
 
     def resume_sync(self, operation_id: str, decisions: Sequence[Decision] | Decision = ()) -> Outcome:
+        """``resume`` for synchronous code: the same arguments, Outcome and errors (D14, D17, D18, D21,
+        D24, D25, D28), on an event loop of its own, closed as ``run_sync``'s is. Raises ``UsageError``
+        when called from a running event loop (``await resume()`` there)."""
         return run_blocking(self.resume(operation_id, decisions), self.executor.grace_s)
 
     def decide(self, decision: Decision, *, tenant: str, _op: Operation | None = None) -> PendingApproval:
@@ -412,172 +457,20 @@ class Runner:
 
     # ---- steps -----------------------------------------------------------------------------------
 
-    def _offered_tools(self, op: Operation) -> list[dict[str, Any]]:
-        # Only the operation's offered tools: a resuming runner's registry may be larger (D4).
-        offered = set(op.offered)
-        if offered == set(self.registry.names()):
-            return list(self.tools)
-        decls = [d for d in self.registry.declarations() if d.name in offered]
-        rendered: list[dict[str, Any]] = self.adapter.render_tools(decls)
-        return rendered
-
     def _price(self, op: Operation) -> Price | None:
         """The price of the model ``op`` asks for; ``UsageError`` when its saved budgets set max_cost
         and this runner has none (runtime/pricing.py): such a turn would never count against it."""
         return required_price(self.prices, op.budgets, op.settings, op.operation_id)
 
     async def _request_model(self, op: Operation) -> None:
-        price = self._price(op)  # before the request: a turn that cannot be priced is never paid for
-        verdict = check_before_model_request(op.budgets, op.spent, self.clock.now())
-        if isinstance(verdict, Stop):
-            self._stop(op, verdict.reason, verdict.detail)
-            await self._flush(op)
-            return
-        continuation = op.settings.get("continuation")
-        use_prev = (
-            continuation == "previous_response_id"
-            and op.last_turn is not None
-            and op.operation_id not in self._unchained
-        )
-        body = self.adapter.build_request(
-            items=op.transcript,
-            tools=self._offered_tools(op),
-            settings=settings_for_request(op.settings, op.spent.tool_calls),
-            instructions=op.instructions,
-            stream=bool(op.settings.get("stream")),
-            previous_response_id=op.last_turn.response_id if use_prev and op.last_turn else None,
-            new_items=op.transcript[op.new_items_start :] if use_prev else None,
-        )
-        # the request's timeout: the time left, not_after included (D14, D26)
-        meta = RequestMeta(
-            op.operation_id,
-            op.model_requests,
-            op.last_turn,
-            remaining_s(op.budgets, op.spent, self.clock.now()),
-        )
-        progress = None
-        if self.on_progress is not None:
-            cb, oid = self.on_progress, op.operation_id
-
-            def progress(ev: Progress) -> None:
-                try:
-                    cb(oid, ev)
-                except (Exception, SystemExit) as exc:  # an observer's bug is not a model failure (D4)
-                    log.warning("on_progress observer raised %s; ignored", type(exc).__name__)
-
-        try:
-            turn = await self.model.complete(
-                body, stream=bool(op.settings.get("stream")), meta=meta, on_progress=progress
-            )
-        except (UsageError, StoreError):
-            raise
-        except Exception as exc:  # D4: a failed request, never a crash half-way
-            turn = raised_turn(self.adapter, self.settings.get("model"), op.operation_id, exc)
-        if not isinstance(turn, ModelTurn):
-            # a custom client's bug, not a provider failure: nothing of it is recorded, and the
-            # operation stays where it was (resumable once the client is fixed)
-            raise UsageError(
-                f"{type(self.model).__name__}.complete() returned a {type(turn).__name__}, not a ModelTurn: "
-                "build it with the adapter (self.adapter.parse_response(body) or its stream_assembler)"
-            )
-        check_turn_usage(self.model, turn.usage)
-        turn = storable_turn(readable_turn(turn))  # unhashable ids, unstorable numbers: not a crash (D4)
-        # The request's own time counts first: one that used up the deadline stops its calls (D14).
-        self._tick(op)
-        op.model_requests += 1
-        self._account(op, turn, price)
-        turn_plain = turn_to_dict(turn)
-        self._turn_plain = (turn, turn_plain)  # reused by the head while this turn is under work
-        op.pending_journal.append(JournalRow("turn", {"turn": turn_plain}))
-        op.audit(
-            self.clock.now(),
-            "model_turn",
-            {
-                "response_id": turn.response_id,
-                "finish": turn.finish._value_,
-                "raw_stop_reason": turn.raw_stop_reason,
-                "reason": turn.reason,
-                "raw_sha256": turn.raw_sha256,
-                "call_ids": [c.call_id for c in turn.calls],
-            },
-            self.audit_key,
-        )
-        if use_prev and chain_lost(turn):  # sent again replayed in full, once (retry.py)
-            self._unchained.add(op.operation_id)
-            turn = replayable(turn)
-        v = classify_turn(turn)
-        ids = {"response_id": turn.response_id, "raw_stop_reason": turn.raw_stop_reason}
-        if v.retryable:
-            after_retryable(self, op, turn, v.reason)  # RETRY, or an end: retries or time used up
-            await self._flush(op)
-            return
-        op.retries = 0
-        self._unchained.discard(op.operation_id)  # a new response to chain to
-        op.spent.model_turns += 1
-        # A turn that answers or goes on: the deadline and not_after (D14), usage a budget needs but the
-        # provider did not report (USAGE_UNKNOWN, D12/D27), its own tokens and cost (issue 2 §5).
-        after = (
-            check_after_turn(op.budgets, op.spent, turn.usage, self.clock.now())
-            if v.target in (State.COMPLETED, State.VALIDATING, State.MODEL_REQUESTED)
-            else None
-        )
-        if v.target is State.COMPLETED:
-            if isinstance(after, Stop):  # the answer came, but over a limit: its text is kept
-                op.text = turn.text or None
-                self._stop(
-                    op, after.reason, after.detail, ended_by=turn.response_id, response_id=turn.response_id
-                )
-            else:
-                op.text = turn.text
-                self._move(op, State.COMPLETED, "final_text", **ids)
-        elif v.target is State.VALIDATING:
-            self._move(
-                op, State.VALIDATING, "tool_proposals", call_ids=[c.call_id for c in turn.calls], **ids
-            )
-            if isinstance(after, Stop):  # none of its calls runs: the escalation names them
-                self._stop(op, after.reason, after.detail, response_id=turn.response_id, **turn_calls(turn))
-            else:
-                plan(self, op, turn)
-        elif isinstance(after, Stop):  # CONTINUE whose turn trips a guard
-            self._stop(op, after.reason, after.detail, response_id=turn.response_id)
-        elif v.target is State.MODEL_REQUESTED:  # CONTINUE: resend the output unchanged
-            op.append_items(self.adapter.turn_items(turn))
-            op.new_items_start = len(op.transcript)
-            op.last_turn = turn
-            self._move(op, State.MODEL_REQUESTED, "continue", **ids)
-        else:
-            self._finish_failure(op, turn, v.target, v.reason or "API_ERROR")
-        if op.state is State.EXECUTING and writes_only(self, op):
-            return  # C1 goes out with the first write's ledger STARTED (D18)
-        await self._flush(op)
+        """MODEL_REQUESTED → the turn's next state (runtime/requesting.py)."""
+        await request_step(self, op)
 
     def _finish_failure(
         self, op: Operation, turn: ModelTurn, target: State, reason: str, **extra: Any
     ) -> None:
-        op.reason = reason
-        op.text = turn.text or None
-        op.refusal = turn.refusal
-        details: dict[str, Any] = {
-            "response_id": turn.response_id,
-            "raw_stop_reason": turn.raw_stop_reason,
-            "reason": reason,
-            **extra,
-        }
-        if turn.failure is not None:
-            details.update(
-                error_type=turn.failure.error_type,
-                error_code=turn.failure.error_code,
-                status=turn.failure.status,
-            )
-        self._move(op, target, reason.lower(), **details)
-
-    def _account(self, op: Operation, turn: ModelTurn, price: Price | None) -> None:
-        usage = priced(turn.usage, price)
-        op.usage = with_turn(op.usage, turn, usage, first=op.model_requests == 1)
-        op.spent.input_tokens += usage.input_tokens or 0
-        op.spent.output_tokens += usage.output_tokens or 0
-        if usage.cost is not None:
-            op.spent.cost += usage.cost
+        """End ``op`` in ``target`` with ``turn``'s failure (runtime/requesting.py; retry.py too)."""
+        finish_failure(self, op, turn, target, reason, **extra)
 
     async def _retry(self, op: Operation) -> None:
         await retry_step(self, op)  # runtime/retry.py
