@@ -273,3 +273,33 @@ async def test_a_crashed_write_resumed_past_not_after_is_reconciled_not_left_unk
     assert (out.state, out.reason) == (cb.State.STOPPED, "DEADLINE")
     assert only_entry(again).status.value == "SUCCEEDED"
     assert len(down.applied) == 1
+
+
+async def test_a_crashed_write_found_not_applied_past_not_after_does_not_run_again() -> None:
+    """D35 with "not applied" on takeover: the hook is asked past ``not_after`` and says the effect
+    never happened; the write is not run again (no handler starts once the time is spent, D14), the
+    ledger says FAILED, so a later operation may run the intent, and the stop is DEADLINE."""
+    down = Downstream()
+    clock = FakeClock()
+    budgets = cb.Budgets(not_after=clock.now() + timedelta(seconds=60))
+    ran: list[str] = []
+
+    def dies(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        raise KeyboardInterrupt  # the process goes away before the effect
+
+    first = make(script(), [write_tool(handler=dies)], budgets=budgets, clock=clock)
+    with pytest.raises(KeyboardInterrupt):
+        await first.run()
+    started = only_entry(first)
+    clock.advance(120.0)
+
+    def pay(args: OrderArgs, ctx: cb.CallContext) -> dict[str, Any]:
+        ran.append(args.order_id)
+        return {"noted": args.order_id}
+
+    again = rebuild(first, [write_tool(handler=pay, reconcile=reconcile_for("sync", down, "not_applied"))])
+    out = await again.runner.resume(started.operation_id)
+    assert len(down.asked) == 1 and ran == []
+    assert (out.state, out.reason) == (cb.State.STOPPED, "DEADLINE")
+    assert only_entry(again).status.value == "FAILED"
+    assert out.escalation is not None and out.escalation["call_ids"] == ["c1"]
