@@ -209,7 +209,9 @@ def turn_from_message(
         elif kind == "tool_use":
             streamed = raw_inputs.get(index) if raw_inputs else None  # streamed text that never parsed
             raw = streamed if streamed is not None else block.get("input")
-            if streamed is None and (sent := unsendable_text(raw)) is not None:
+            # an explicit null is no object either: wrapped, as the same null streamed as input_json is
+            sent = "null" if raw is None and "input" in block else unsendable_text(raw)
+            if streamed is None and sent is not None:
                 # 1e400, NaN or Infinity read as inf/nan, or input that is no object ("{...}" as a
                 # string, a list): D5 refuses the call, but sent back as is the block would be refused
                 # (a bare Infinity is no JSON; input must be an object: a 400 after the turn's other
