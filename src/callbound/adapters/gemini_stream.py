@@ -337,6 +337,12 @@ class _Assembler:
             self._open = _PartialCall(len(self._parts), index, part, fc)
             self._append(self._open)
             out.append(CallStarted(self._cid(index, self._open.id), str(fc.get("name"))))
+        elif self._open is None and "partialArgs" not in fc and fc.get("willContinue") is not True:
+            # A whole call without a name (the Gemini API streams each call whole): kept as a plain body
+            # keeps it, so the turn fails as call_without_name, not retried, plain or streamed alike
+            if self._count(index, compact_json_len(fc.get("args", {}))):
+                self._append(part)
+            return out
         elif self._open is None:
             self._malformed = "partialArgs arrived without an open call"
             return out
