@@ -58,9 +58,11 @@ def anthropic(body: dict[str, Any]) -> bytes:
             start = {**block, "input": {}}
             deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}]
         elif kind == "thinking":
-            start = {"type": "thinking", "thinking": "", "signature": ""}
+            start = {"type": "thinking", "thinking": ""}
             deltas = [{"type": "thinking_delta", "thinking": block["thinking"]}]
-            deltas += [{"type": "signature_delta", "signature": block["signature"]}]
+            if "signature" in block:  # a block that lost it streams none
+                start["signature"] = ""
+                deltas += [{"type": "signature_delta", "signature": block["signature"]}]
         else:  # redacted_thinking, server tool results: whole in their start
             start, deltas = block, []
         events.append({"type": "content_block_start", "index": i, "content_block": start})
@@ -89,7 +91,8 @@ def interactions(body: dict[str, Any]) -> bytes | None:
             events.append({"event_type": "step.delta", "index": i, "delta": delta})
         elif step.get("type") == "model_output":
             events.append(
-                {"event_type": "step.start", "index": i, "step": {"type": "model_output", "content": []}}
+                # its other members (an error) in the start, its content as deltas
+                {"event_type": "step.start", "index": i, "step": {**step, "content": []}}
             )
             events += [{"event_type": "step.delta", "index": i, "delta": c} for c in step["content"]]
         else:  # thought steps and the rest: whole in their start
