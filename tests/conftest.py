@@ -5,8 +5,16 @@ Both measure the machine, not callbound: under ``pytest -n auto`` on a shared tw
 example can take longer than that for no fault of the code, and the test fails by chance. Timings are
 benchmarks' job (bench/), never assertions in tests; a test's own ``@settings`` still wins where it
 sets these.
+
+Hundreds of tests start a fresh interpreter (the CLI, crash and worker processes). Under
+``PYTHONDONTWRITEBYTECODE`` (set by .ci/run) each of them compiled every callbound module from source
+again, a quarter of its start-up; here those processes keep their bytecode in one cache outside the
+working tree instead (``PYTHONPYCACHEPREFIX``), so the tree stays free of ``__pycache__`` as that
+setting wants, and each module is compiled once, not once per process.
 """
 
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +28,11 @@ settings.register_profile(
     "callbound", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 settings.load_profile("callbound")
+
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):  # read by the processes the tests start, and xdist's
+    os.environ.setdefault(
+        "PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / f"callbound-tests-pycache-{os.getuid()}")
+    )
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
