@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,12 +70,14 @@ def _drive(
     in_phase: str,
     *,
     unsafe: bool = False,
+    phases: tuple[str, ...] = ("run", "resume"),
 ) -> tuple[bool, dict[str, Any]]:
     """run (pauses for the refund's approval), then approve and resume; the kill armed in ``in_phase``.
-    A killed phase is followed by a resume in a fresh process, which decides what is still pending."""
+    A killed phase is followed by a resume in a fresh process, which decides what is still pending.
+    ``phases=("resume",)`` when the cell starts from a copy of a run already made (``_copy_cell``)."""
     killed = False
     last: dict[str, Any] = {}
-    for name in ("run", "resume"):
+    for name in phases:
         r = _phase(store_url, downstream, op_id, name, variant, kill if name == in_phase else None, unsafe)
         if r.returncode == -signal.SIGKILL:
             killed = True
@@ -82,6 +85,20 @@ def _drive(
         assert r.returncode == 0, f"{name} ({kill}) failed: {r.stderr[-3000:]}"
         last = json.loads(r.stdout.strip().splitlines()[-1])
     return killed, last
+
+
+def _copy_cell(source: Path, cell: Path) -> None:
+    """Give ``cell`` the SQLite files (the store and the downstream database, each with its -wal and
+    -shm) that the phases run in ``source`` left: what a fresh process would find there, had those
+    phases run in ``cell``. No process has them open. The phases before the armed one are never armed,
+    so they do the same in every cell; running them once spares the sweep a process per cell."""
+    for f in source.iterdir():
+        shutil.copy2(f, cell / f.name)
+
+
+def _last(r: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert r.returncode == 0, r.stderr[-3000:]
+    return dict(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
 def _rows(downstream: str) -> list[tuple[Any, ...]]:
@@ -110,6 +127,12 @@ def _check(store_url: str, downstream: str, op_id: str, label: str) -> None:
 
 
 def _sweep(kind: str, variant: str, in_phase: str, tmp_path: Path) -> int:
+    ran: Path | None = None  # sweeping the resume on SQLite: the run, made once, copied into each cell
+    if in_phase == "resume" and kind == "sqlite":
+        ran = tmp_path / "ran"
+        ran.mkdir()
+        r = _phase(store_urls(kind, ran), str(ran / "downstream.db"), "op_sweep", "run", variant, None)
+        assert _last(r) == {"state": "WAITING_APPROVAL", "reason": None}
     n = 0
     cells = 0
     while True:
@@ -120,7 +143,13 @@ def _sweep(kind: str, variant: str, in_phase: str, tmp_path: Path) -> int:
             store_url = store_urls(kind, cell)
             downstream = str(cell / "downstream.db")
             op_id = f"op_sweep_{in_phase}_{when}_{n}"
-            killed, last = _drive(store_url, downstream, op_id, variant, f"{when}:{n}", in_phase)
+            phases: tuple[str, ...] = ("run", "resume")
+            if ran is not None:
+                _copy_cell(ran, cell)
+                op_id, phases = "op_sweep", ("resume",)
+            killed, last = _drive(
+                store_url, downstream, op_id, variant, f"{when}:{n}", in_phase, phases=phases
+            )
             label = f"{kind}/{variant}: kill {when} commit {n} of {in_phase}"
             assert last == {"state": "COMPLETED", "reason": None}, f"{label}: {last}"
             _check(store_url, downstream, op_id, label)
@@ -155,21 +184,24 @@ def test_a_second_kill_while_recovering_a_refund_runs_it_once(tmp_path: Path) ->
     """The refund applied downstream, the process killed before its result commit; the process that
     recovers it (its reconcile takes the entry over, finds the refund, records it) is killed in turn at
     each of its commits, before and after; a third resumes. Still one refund, none lost (D16, D18)."""
+    # the run and the first kill, the same for every cell: made once, copied into each (_copy_cell)
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    store_url, downstream, op_id = store_urls("sqlite", crashed), str(crashed / "downstream.db"), "op_twice"
+    assert _last(_phase(store_url, downstream, op_id, "run", "plain", None))["state"] == "WAITING_APPROVAL"
+    first = "after_effect_before_result_commit:submit_refund"
+    r = _phase(store_url, downstream, op_id, "resume", "plain", None, crash_at=first)
+    assert r.returncode == -signal.SIGKILL, "the refund's crash point was not reached"
+    assert len(_rows(downstream)) == 3  # draft, note and the refund: applied, not recorded
     n = 0
     while True:
         n += 1
         for when in ("before", "after"):
             cell = tmp_path / f"{when}-{n}"
             cell.mkdir()
+            _copy_cell(crashed, cell)
             store_url, downstream = store_urls("sqlite", cell), str(cell / "downstream.db")
-            op_id = f"op_twice_{when}_{n}"
             label = f"second kill {when} commit {n} of the recovery"
-            r = _phase(store_url, downstream, op_id, "run", "plain", None)
-            assert r.returncode == 0, r.stderr[-3000:]
-            first = "after_effect_before_result_commit:submit_refund"
-            r = _phase(store_url, downstream, op_id, "resume", "plain", None, crash_at=first)
-            assert r.returncode == -signal.SIGKILL, f"{label}: the refund's crash point was not reached"
-            assert len(_rows(downstream)) == 3  # draft, note and the refund: applied, not recorded
             r = _phase(store_url, downstream, op_id, "resume", "plain", f"{when}:{n}")
             killed = r.returncode == -signal.SIGKILL
             if killed:
