@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -1287,13 +1288,22 @@ def grow(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[
     )
 
 
+# Built once, not per example: a recursive strategy built inside the draw was validated again for every
+# example, which took nine tenths of these properties' time. The examples drawn are the same.
+DEF_TREES = st.recursive(leaf(), grow, max_leaves=8)
+
+
+@functools.cache
+def body_trees(defs: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
+    """Property schemas that may refer to the given $defs (one strategy per set of names drawn)."""
+    refs = [st.just({"$ref": f"#/$defs/{n}"}) for n in defs]
+    return st.recursive(st.one_of(leaf(), *refs), grow, max_leaves=10)
+
+
 @st.composite
 def pydantic_style_schemas(draw: st.DrawFn) -> dict[str, Any]:
-    tree = st.recursive(leaf(), grow, max_leaves=8)
-    defs = draw(st.dictionaries(st.sampled_from(["Addr", "Line", "Money"]), tree, max_size=3))
-    refs = [st.just({"$ref": f"#/$defs/{n}"}) for n in defs]
-    body = st.recursive(st.one_of(leaf(), *refs), grow, max_leaves=10)
-    props = draw(st.dictionaries(NAMES, body, max_size=4))
+    defs = draw(st.dictionaries(st.sampled_from(["Addr", "Line", "Money"]), DEF_TREES, max_size=3))
+    props = draw(st.dictionaries(NAMES, body_trees(tuple(defs)), max_size=4))
     schema: dict[str, Any] = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Args",
