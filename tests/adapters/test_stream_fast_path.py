@@ -25,6 +25,7 @@ from callbound.adapters.base import StreamCaps
 from callbound.adapters.sse import Frame, RawEvent, Recogniser, SSEEvent, SSEReader, decode_event
 from callbound.adapters.stream import StreamFeed, frame_of
 from callbound.core.types import ArgumentsProgress, ModelTurn, Progress
+from tests.hypothesis_budget import examples
 
 ANTHROPIC = "anthropic-messages"
 INTERACTIONS = "gemini-interactions"
@@ -749,7 +750,7 @@ def cut_points(raw: bytes) -> st.SearchStrategy[list[int]]:
     return st.lists(st.one_of(st.sampled_from(line_ends), st.integers(0, len(raw))), max_size=10)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(sse_blocks())
 def test_block_reading_yields_the_frames_of_line_reading(stream: tuple[bytes, list[int]]) -> None:
     raw, cuts = stream
@@ -760,7 +761,7 @@ def test_block_reading_yields_the_frames_of_line_reading(stream: tuple[bytes, li
         assert public_frames(chunks) == expected
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), st.integers(1, 300))
 def test_block_reading_of_messages_streams(data: st.DataObject, first: int) -> None:
     raw = data.draw(framed(data.draw(anthropic_events())))
@@ -823,7 +824,7 @@ def test_a_recogniser_sees_whole_one_event_blocks_only() -> None:
 # ---- assembly: anthropic-messages ------------------------------------------------------------------
 
 
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(800), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), st.integers(1, 300), _CAPS)
 def test_anthropic_fast_path_assembles_what_the_reference_does(
     data: st.DataObject, first: int, caps: StreamCaps | None
@@ -834,7 +835,7 @@ def test_anthropic_fast_path_assembles_what_the_reference_does(
     assert_same(ANTHROPIC, byte_chunks(raw, [first, *cuts]), caps)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), st.integers(1, 300), _CAPS)
 def test_interactions_fast_path_assembles_what_the_reference_does(
     data: st.DataObject, first: int, caps: StreamCaps | None
@@ -844,7 +845,7 @@ def test_interactions_fast_path_assembles_what_the_reference_does(
     assert_same(INTERACTIONS, byte_chunks(raw, [first, *cuts]), caps)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), st.integers(1, 300), _CAPS)
 def test_responses_fast_path_assembles_what_the_reference_does(
     data: st.DataObject, first: int, caps: StreamCaps | None
@@ -854,7 +855,7 @@ def test_responses_fast_path_assembles_what_the_reference_does(
     assert_same(RESPONSES, byte_chunks(raw, [first, *cuts]), caps)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), st.integers(1, 300), _CAPS)
 def test_chat_fast_path_assembles_what_the_reference_does(
     data: st.DataObject, first: int, caps: StreamCaps | None
@@ -864,7 +865,7 @@ def test_chat_fast_path_assembles_what_the_reference_does(
     assert_same(CHAT, byte_chunks(raw, [first, *cuts]), caps)
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), st.integers(1, 300), _CAPS)
 def test_generate_fast_path_assembles_what_the_reference_does(
     data: st.DataObject, first: int, caps: StreamCaps | None
