@@ -81,15 +81,26 @@ def _unwrap(tp: Any) -> Any:
     return tp
 
 
+def _declared_total(td: Any, key: str) -> bool:
+    """Whether the TypedDict that declares ``key`` (``td`` or the base it inherits it from) is total:
+    openai-python's ``ResponseCreateParamsStreaming`` is total but adds only ``stream`` to a
+    ``total=False`` base, whose keys stay optional."""
+    for base in getattr(td, "__orig_bases__", ()):
+        if te.is_typeddict(base) and key in getattr(base, "__annotations__", {}):
+            return _declared_total(base, key)
+    return bool(getattr(td, "__total__", True))
+
+
 def _required(td: Any, hints: dict[str, Any]) -> list[str]:
     """Keys the TypedDict requires: read from the annotations (``__required_keys__`` is wrong for SDK
-    modules written with ``from __future__ import annotations``)."""
+    modules written with ``from __future__ import annotations``), each by the totality of the class
+    that declares it."""
     out = []
     for key, hint in hints.items():
         origin = get_origin(hint)
         if origin is te.NotRequired:
             continue
-        if origin is te.Required or getattr(td, "__total__", True):
+        if origin is te.Required or _declared_total(td, key):
             out.append(key)
     return out
 
@@ -169,6 +180,10 @@ def test_the_reader_refuses_what_the_sdks_refuse() -> None:
     assert violations({**good, "tool_choice": "sometimes"}, chat)
     assert violations({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": 3}]},
                       REQUEST_TYPES["anthropic-messages"])  # fmt: skip
+    # a total TypedDict over a total=False base: only its own keys are required
+    streaming = openai_chat.CompletionCreateParamsStreaming
+    assert violations({**good, "stream": True}, streaming) == []
+    assert violations(good, streaming) == ["$: CompletionCreateParamsStreaming needs 'stream'"]
 
 
 # ---- every recording with calls, answered ----------------------------------------------------------
