@@ -13,9 +13,11 @@ so a resumed process or another worker continues the script. Each response is on
 
 Every request is recorded in ``.requests`` and, by default, checked against the provider's rules
 (every call answered exactly once, results first, call ids echoed, signatures carried); a broken
-request, or a response function that raises, raises ``ScriptedRequestError``. A request past the end
-of the script raises ``ScriptExhausted``, and the operation stays MODEL_REQUESTED for a resume with a
-longer script. Both are ``UsageError``s. ``FakeClock`` is a clock that moves only when told (D23).
+request, or a response function that raises or returns something it cannot play, raises
+``ScriptedRequestError``. A response of any other kind (``None``, a number, a bare ``StreamCut()``) is a
+``UsageError`` from ``ScriptedModel(...)`` naming its index. A request past the end of the script raises
+``ScriptExhausted``, and the operation stays MODEL_REQUESTED for a resume with a longer script. All are
+``UsageError``s. ``FakeClock`` is a clock that moves only when told (D23).
 """
 
 from __future__ import annotations
@@ -153,12 +155,39 @@ def _script(responses: object) -> list[Any]:
             f"{type(responses).__name__}: {hint}"
         )
     try:
-        return list(cast(Iterable[Any], responses))
+        script = list(cast(Iterable[Any], responses))
     except TypeError:
         raise UsageError(
             "ScriptedModel(api, responses): responses is a list with one response per model request, "
             f"not {type(responses).__name__}"
         ) from None
+    for k, item in enumerate(script):
+        if not callable(item) and not _playable(item):
+            # Found when the operation reached it, as "cannot play a NoneType" with no index: the
+            # run had already created and saved an operation a fixed script could not resume cleanly.
+            raise UsageError(f"ScriptedModel(api, responses): response {k} (0-based) is {_unplayable(item)}")
+    return script
+
+
+_PLAYABLE = (
+    "a body (a dict, JSON text or bytes), a list of stream events, raw SSE or JSON-lines text, "
+    "Stream(text), ApiError(...), or a function of the request body that returns one of those"
+)
+
+
+def _playable(item: object) -> bool:
+    """What ``ScriptedModel._play`` can play (a function aside)."""
+    return isinstance(item, dict | str | bytes | list | Stream | RawFailure)
+
+
+def _unplayable(item: object) -> str:
+    """What ``item`` is, why it cannot be a response, and what to write instead."""
+    if isinstance(item, StreamCut):
+        return (
+            "a bare StreamCut(): it marks where a stream's connection drops, inside a list of stream "
+            "events ([event, event, StreamCut()])"
+        )
+    return f"{item!r:.60} ({type(item).__name__}), which ScriptedModel cannot play: use {_PLAYABLE}"
 
 
 class ScriptedModel:
@@ -227,6 +256,12 @@ class ScriptedModel:
                     f"response {k} (0-based) of the script, the function {name}, raised "
                     f"{type(exc).__name__}: {exc}; fix the function (it gets the request body, a dict)"
                 ) from exc
+            if not _playable(item):
+                # A function that forgot its return played None: "cannot play a NoneType", no index.
+                name = getattr(self.responses[k], "__qualname__", type(self.responses[k]).__name__)
+                raise ScriptedRequestError(
+                    f"response {k} (0-based) of the script, the function {name}, returned {_unplayable(item)}"
+                )
         return self._play(item, on_progress, model if isinstance(model, str) else None)
 
     def _play(self, item: Any, on_progress: ProgressCallback | None, model: str | None) -> ModelTurn:
