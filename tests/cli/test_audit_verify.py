@@ -4,6 +4,7 @@ result makes it exit 1 and name the row (durability §7, D20)."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -18,16 +19,28 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
-@pytest.fixture
-def completed(tmp_path: Path) -> tuple[Path, str, str]:
-    db = tmp_path / "cb.db"
-    store = f"sqlite:///{db}"
-    r = cli("demo", "refund", "--approve", "--json", "--store", store, cwd=tmp_path)
+@pytest.fixture(scope="module")
+def completed_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A completed demo refund that verifies clean, made once for the module: (its directory, op id)."""
+    where = tmp_path_factory.mktemp("completed")
+    store = f"sqlite:///{where / 'cb.db'}"
+    r = cli("demo", "refund", "--approve", "--json", "--store", store, cwd=where)
     assert r.returncode == 0, r.stderr
     op = json.loads(r.stdout)["operation_id"]
-    ok = cli("audit", "verify", op, "--store", store, cwd=tmp_path)
+    ok = cli("audit", "verify", op, "--store", store, cwd=where)
     assert ok.returncode == 0, ok.stderr
-    return db, store, op
+    return where, op
+
+
+@pytest.fixture
+def completed(completed_once: tuple[Path, str], tmp_path: Path) -> tuple[Path, str, str]:
+    """That store, copied into this test's directory (every file the demo left), for the test to
+    tamper with: (database, store URL, op id)."""
+    where, op = completed_once
+    for f in where.iterdir():
+        shutil.copy2(f, tmp_path / f.name)
+    db = tmp_path / "cb.db"
+    return db, f"sqlite:///{db}", op
 
 
 def test_tampered_result_is_named(completed: tuple[Path, str, str], tmp_path: Path) -> None:
