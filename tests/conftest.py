@@ -53,3 +53,11 @@ def each_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
     opened = open_store("memory:" if request.param == "memory" else f"sqlite:///{tmp_path / 'cb.db'}")
     yield opened
     opened.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` (crash sweeps, workers: up to a minute each) run first, in the order
+    they were collected, the rest after them as before. pytest-xdist hands tests out in this order, so
+    the long ones are shared between the workers at the start instead of one of them ending the run
+    alone on a sweep that came up last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
