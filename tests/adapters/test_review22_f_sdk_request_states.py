@@ -722,3 +722,31 @@ def test_an_anthropic_pause_turn_is_continued_in_a_body_that_fits(stream: bool) 
     for sent in requests:
         assert sdk_violations(api, sent, stream) == [], json.dumps(sent)[:3000]
     assert requests[1]["messages"][-1]["role"] == "assistant"
+
+
+def test_every_gemini_recording_answered_is_the_body_python_genai_would_build() -> None:
+    # Round 20 read these with model_validate (snake_case names and any signature string let through);
+    # here the REST names only, signatures as base64, and the SDK's builder must give the same body: Vertex
+    # partialArgs streams (ai__google-stream-*.chunks.txt) go back as whole calls, without the
+    # partialArgs/willContinue python-genai refuses to send to the Gemini Developer API.
+    from callbound.core.types import Finish
+    from tests.adapters.test_review20_b_sdk_requests import answered, recorded_turns
+
+    adapter = get("gemini-generate")
+    checked = 0
+    for name, turn in recorded_turns("gemini-generate"):
+        if turn.finish is Finish.TOOL_PROPOSALS:
+            body, _ = answered("gemini-generate", turn, {})
+        elif turn.continuation:
+            items = [
+                *adapter.initial_items("Go on.", []),
+                *adapter.turn_items(turn),
+                *adapter.initial_items("And?", []),
+            ]
+            body = adapter.build_request(items=items, tools=[], settings={}, instructions=None, stream=False)
+        else:
+            continue
+        assert "model" not in body  # settings["model"] goes in the URL
+        assert gemini_violations(body) == [], name
+        checked += 1
+    assert checked >= 15
