@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import shlex
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -15,7 +16,16 @@ from ..core.states import TERMINAL
 from ..stores.rows import UnreadableRow
 from .errors import err, fail, out
 from .heads import DAMAGED, at_most, in_order
-from .render import DEFAULT_STORE, AppRefOpt, StoreOpt, print_table, resume_command, resume_hint, shown
+from .render import (
+    DEFAULT_STORE,
+    AppRefOpt,
+    StoreOpt,
+    print_table,
+    resume_command,
+    resume_hint,
+    shown,
+    store_flag,
+)
 
 approvals_app = typer.Typer(no_args_is_help=True, help="List and decide pending approvals.")
 
@@ -54,7 +64,8 @@ def approvals_list(
     rows = at_most(in_order(found, damaged), limit, f"the oldest {limit} approvals")
     for d in rows:
         if isinstance(d, UnreadableRow):
-            err.print(Text.assemble(("warning:", "yellow"), f" {shown(unusable(d))}"), highlight=False)
+            said = unusable(d, _state_of(st, d.columns.get("operation_id")), store)
+            err.print(Text.assemble(("warning:", "yellow"), f" {shown(said)}"), highlight=False)
     if as_json:
         listed = [
             r.to_dict() if isinstance(r, PendingApproval) else r.columns | {"damaged": r.why} for r in rows
@@ -91,12 +102,28 @@ def approvals_list(
     print_table(out, table)
 
 
-def unusable(d: UnreadableRow) -> str:
-    """What a damaged approval row means for its operation, and what to do."""
+def _state_of(st: Any, operation_id: object) -> str | None:
+    """The stored state of a damaged approval's operation, or None when it cannot be told."""
+    if not isinstance(operation_id, str):
+        return None
+    try:
+        stored = st.load_operation(operation_id)
+    except CallboundError:
+        return None
+    return None if stored is None else str(stored.head.get("state"))
+
+
+def unusable(d: UnreadableRow, state: str | None, store: str) -> str:
+    """What a damaged approval row means for its operation, and what to do. Cancelling ends an operation
+    whose approval row does not load (review round 22, c): it said the operation could not be cancelled
+    either, and only a restore from a backup was left."""
     op = d.columns.get("operation_id")
+    said = f"{d}; it is listed as {DAMAGED} and the other approvals as usual"
+    if state in TERMINAL:
+        return f"{said}; operation {op} has ended {state}: nothing waits on this row (restore it, or keep it as evidence)"
     return (
-        f"{d}; it is listed as {DAMAGED} and the other approvals as usual: restore the row from a backup "
-        f"to decide it (until then operation {op} cannot be resumed or cancelled)"
+        f"{said}: restore the row from a backup to decide it; until then operation {op} cannot be resumed, "
+        f"and callbound ops cancel {shlex.quote(str(op))}{store_flag(store)} ends it without a decision"
     )
 
 
@@ -123,7 +150,14 @@ def _decide(
     if not approver.strip():
         raise fail(NO_APPROVER)
     st = _open(store, create=False, wanted=f"approval {approval_id!r}")
-    approval = st.get_approval(approval_id)
+    try:
+        approval = st.get_approval(approval_id)
+    except UnreadableRow as exc:
+        # what to do, as approvals list says it: a cancel ends its operation (review round 22, c)
+        raise fail(
+            f"{exc}: restore the row from a backup to decide it, or end its operation without a decision "
+            f"with callbound ops cancel OPERATION{store_flag(store)} (approvals list names the operation)"
+        ) from exc
     if approval is None:
         raise fail(f"no approval {approval_id!r} in this store")
     try:

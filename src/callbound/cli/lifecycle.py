@@ -98,6 +98,13 @@ def store_failed(
     from ..stores.rows import UnreadableRow
 
     said = str(exc)
+    if isinstance(exc, UnreadableRow) and exc.where.startswith("approval "):
+        # the operation cannot go on while its approval row does not load; a cancel still ends it
+        # (review round 22, c)
+        return (
+            f"{said}: restore the row from a backup to go on with operation {operation_id}, or end it "
+            f"without a decision: callbound ops cancel {operation_id}{flag}"
+        )
     if isinstance(exc, OperationBusy | UnreadableRow):
         return said
     resume = f"callbound resume {operation_id}{app}{flag}"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ApprovalChanged, StoreError, UsageError
 from ..core.states import TERMINAL
+from ..stores.rows import UnreadableRow
 from .decisions import withdraw_pending
 from .escalation import decided_extra, kept_text
 from .lease import owner_is_gone
@@ -37,8 +38,18 @@ def cancel(runner: Runner, operation_id: str, reason: str) -> Outcome:
         # One read of its approvals, before the stop: the pending ones are withdrawn in the cancel's
         # commit (which the store refuses if one of them is decided meanwhile), and the ones already
         # decided are reported in the escalation. The stop's own withdrawal then finds nothing left.
-        decided = withdraw_pending(runner, op, "the operation ended STOPPED(CANCELLED)")
-        runner._stop(op, "CANCELLED", reason + kept_text(decided), **decided_extra(decided))
+        # An approval row that does not load (edited, damaged) is no reason to refuse the cancel: cancel
+        # is how an operator ends an operation that cannot go on, and that row is why it cannot. The row
+        # is left as it is (the evidence; audit verify and approvals list name it), and the escalation
+        # says that it could not be read, so it was neither withdrawn nor reported as decided.
+        unread: list[UnreadableRow] = []
+        decided = withdraw_pending(runner, op, "the operation ended STOPPED(CANCELLED)", unread)
+        runner._stop(
+            op,
+            "CANCELLED",
+            reason + kept_text(decided) + _unread_text(unread),
+            **(_unread_extra(unread) | decided_extra(decided)),
+        )
         # Take the fencing token forward: a worker still driving this operation fails its next write
         # with StaleLease instead of overwriting the cancellation (D21).
         commit = op.take_commit()
@@ -66,6 +77,27 @@ def cancel(runner: Runner, operation_id: str, reason: str) -> Outcome:
             continue
         return runner._outcome(op)
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _unread_text(unread: list[UnreadableRow]) -> str:
+    """The words a cancel's escalation adds for approval rows it could not read."""
+    if not unread:
+        return ""
+    said = "; ".join(f"approval {u.columns.get('approval_id')} could not be read: {u.why}" for u in unread)
+    return (
+        f" ({said}; its stored row was left as it is, neither withdrawn nor decided: restore it from a "
+        "backup, or keep it as evidence; callbound audit verify reports it)"
+    )
+
+
+def _unread_extra(unread: list[UnreadableRow]) -> dict[str, Any]:
+    if not unread:
+        return {}
+    return {
+        # with decided_approvals, even empty: the stop must not read the approvals again (escalation.py)
+        "decided_approvals": [],
+        "unreadable_approvals": [{"approval_id": u.columns.get("approval_id"), "why": u.why} for u in unread],
+    }
 
 
 def _running_write(runner: Runner, operation_id: str, call_id: str, tool: str) -> str:

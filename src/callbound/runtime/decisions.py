@@ -22,6 +22,7 @@ from ..core.dispatch import Reject, hook_verdict, plan_call
 from ..core.errors import UnknownApproval, UsageError
 from ..core.snapshot import migrate_head
 from ..core.states import TERMINAL
+from ..stores.rows import UnreadableRow
 from .integrity import approval_problems, read_chain
 from .operation import PLANNED, WAITING, CallRecord, Operation
 from .outcome import ApproverNotAllowed, Policy
@@ -245,7 +246,9 @@ def check_approver(policy: Policy, approver: str, approval: PendingApproval) -> 
             raise ApproverNotAllowed(f"{approver!r} may not decide approval {approval.approval_id}{said}")
 
 
-def withdraw_pending(runner: Runner, op: Operation, why: str) -> list[PendingApproval]:
+def withdraw_pending(
+    runner: Runner, op: Operation, why: str, unreadable: list[UnreadableRow] | None = None
+) -> list[PendingApproval]:
     """The operation is ending while some of its calls still wait for a decision: mark those approvals
     withdrawn in the same commit, so no approver is left looking at a request nothing will act on and
     ``list_approvals(status="pending")`` stops showing it. A decision may land between the read below
@@ -254,19 +257,31 @@ def withdraw_pending(runner: Runner, op: Operation, why: str) -> list[PendingApp
 
     Returns the approvals of waiting calls that were already approved or denied (nobody resumed the
     operation since): those decisions stay as recorded, but their calls will not run, which whoever
-    ends the operation is told. Decisions are final, so what this one read saw holds at the commit."""
+    ends the operation is told. Decisions are final, so what this one read saw holds at the commit.
+
+    ``unreadable`` (a cancel's): an approval row that does not load (``UnreadableRow``) is collected
+    there and left as it is, instead of ending the caller; without it such a row raises."""
     decided: list[PendingApproval] = []
     if op.current is None:
         return decided
     now = runner.clock.now()
+    # The rows a cancel's escalation names as unreadable (cancel.py): left as they are, not read again.
+    unread = {u.get("approval_id") for u in (op.escalation or {}).get("unreadable_approvals", ())}
     for rec in op.current.records:
         # Not only WAITING records: a turn resolved on expiry seals its records before the stop
         # (Policy(on_approval_expired="stop")), and their approvals are still pending in the store.
-        if rec.approval_id is None:
+        if rec.approval_id is None or rec.approval_id in unread:
             continue
         # Asked in this turn and not committed yet (a stop before C1), or read from the store.
         mine = [a for a in op.pending_approvals if a.approval_id == rec.approval_id]
-        approval = mine[-1] if mine else runner.store.get_approval(rec.approval_id)
+        try:
+            approval = mine[-1] if mine else runner.store.get_approval(rec.approval_id)
+        except UnreadableRow as exc:
+            if unreadable is None:
+                raise
+            exc.columns.setdefault("approval_id", rec.approval_id)
+            unreadable.append(exc)
+            continue
         if approval is None:
             continue
         if approval.status == "pending":
