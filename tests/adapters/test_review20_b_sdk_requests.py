@@ -133,7 +133,9 @@ def violations(value: Any, tp: Any, path: str = "$", ignored: frozenset[str] = f
     if tp in (int, float):
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         return [] if ok and (tp is float or isinstance(value, int)) else [f"{path}: not a {tp.__name__}"]
-    if tp is str:
+    if tp is str or (isinstance(tp, type) and issubclass(tp, str)):
+        # a str subclass: python-genai's UnrecognizedStr, the open end of an enum (its Interactions
+        # ``model`` is a Literal of known names or any other string), which the SDK takes in lax mode
         return [] if isinstance(value, str) else [f"{path}: not a string"]
     if origin in (list, tuple, cabc.Iterable, cabc.Sequence):
         if not isinstance(value, list):
@@ -180,6 +182,10 @@ def test_the_reader_refuses_what_the_sdks_refuse() -> None:
     assert violations({**good, "tool_choice": "sometimes"}, chat)
     assert violations({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": 3}]},
                       REQUEST_TYPES["anthropic-messages"])  # fmt: skip
+    # an Interactions model the SDK does not list is an open enum's string (UnrecognizedStr)
+    interactions = REQUEST_TYPES["gemini-interactions"]
+    assert violations({"model": "gemini-next-preview", "input": "hi"}, interactions) == []
+    assert violations({"model": 3, "input": "hi"}, interactions)
     # a total TypedDict over a total=False base: only its own keys are required
     streaming = openai_chat.CompletionCreateParamsStreaming
     assert violations({**good, "stream": True}, streaming) == []
