@@ -18,7 +18,6 @@ from rich.text import Text
 
 from ..core.errors import CallboundError, StaleLease, StoreError, UsageError
 from ..runtime.runner import Outcome
-from ..stores.dsn import shown_url
 from .approvals import NO_APPROVER, approvals_app
 from .consoles import adopt_typer_consoles, discard, finish_output, note_write_error, write_failure
 from .errors import (
@@ -44,6 +43,7 @@ from .render import (
     print_timeline_row,
     print_waiting,
     progress_printer,
+    shown_store,
     store_flag,
 )
 
@@ -155,7 +155,9 @@ def demo_refund(
     quiet = as_json
     if not quiet:
         out.print(
-            Text.assemble(("callbound demo refund", "bold"), f" scenario={scenario} store={shown_url(store)}")
+            Text.assemble(
+                ("callbound demo refund", "bold"), f" scenario={scenario} store={shown_store(store)}"
+            )
         )
         runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)
         if stream:

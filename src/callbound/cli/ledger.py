@@ -10,6 +10,7 @@ entry changed while settling: read it again and decide again).
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Annotated, Any
 
 import typer
@@ -20,7 +21,7 @@ from ..core.idempotency import LedgerEntry, LedgerStatus, settle_refusal
 from ..stores.rows import UnreadableRow
 from .errors import MAX_LIMIT, err
 from .heads import DAMAGED, at_most, in_order
-from .render import shown, shown_text
+from .render import password_note, shown, shown_text, store_flag
 
 ledger_app = typer.Typer(
     no_args_is_help=True, help="Inspect idempotency-ledger entries and settle unknown write outcomes."
@@ -158,11 +159,16 @@ def ledger_show(
             highlight=False,
         )
     if refusal is None:
+        # The command as it runs from any shell: the key and tenant quoted, the store named by its absolute
+        # path (it named none: with --store it settled in the default ./callbound.db, or failed there;
+        # review round 22, c).
         out.print(
-            f"may be settled: callbound ledger settle {shown(key)} --tenant {shown(tenant)} "
-            "--applied|--not-applied --by <you>",
+            f"may be settled: callbound ledger settle {shown(shlex.quote(key))} --tenant "
+            f"{shown(shlex.quote(tenant))} --applied|--not-applied --by <you>{store_flag(store)}",
             highlight=False,
         )
+        if note := password_note(store):
+            out.print(note, highlight=False)
     else:
         out.print(f"cannot be settled now: {shown_text(refusal)}", highlight=False)
 

@@ -19,7 +19,6 @@ from rich.text import Text
 
 from ..core.errors import StaleLease, StoreError, UsageError
 from ..runtime.app import App
-from ..stores.dsn import shown_url
 from .errors import audit_key
 
 APP_REF = "callbound.cli.live:live_app"
@@ -123,7 +122,7 @@ def register(app: typer.Typer) -> None:
         from .app import _open, _payments_path
         from .errors import fail as _fail
         from .errors import out
-        from .render import print_timeline_row, progress_printer
+        from .render import print_timeline_row, progress_printer, shown_store
 
         if app_ref is not None:
             if api is not None or model is not None or base_url is not None:
@@ -159,7 +158,7 @@ def register(app: typer.Typer) -> None:
             out.print(
                 Text.assemble(
                     ("callbound run", "bold"),
-                    f" api={api} model={model_name} transport={transport} store={shown_url(store)}",
+                    f" api={api} model={model_name} transport={transport} store={shown_store(store)}",
                 ),
                 highlight=False,
             )
@@ -176,7 +175,7 @@ def _run_app(app_ref: str, prompt: str, tenant: str, subject: str, as_json: bool
     from .app import _open
     from .errors import fail as _fail
     from .errors import out
-    from .render import print_timeline_row
+    from .render import print_timeline_row, shown_store
 
     try:
         loaded = load_app(app_ref)  # first: a bad --app must not leave a new store behind
@@ -190,7 +189,7 @@ def _run_app(app_ref: str, prompt: str, tenant: str, subject: str, as_json: bool
         raise _fail(str(exc)) from exc
     if not as_json:
         out.print(
-            Text.assemble(("callbound run", "bold"), f" app={app_ref} store={shown_url(store)}"),
+            Text.assemble(("callbound run", "bold"), f" app={app_ref} store={shown_store(store)}"),
             highlight=False,
         )
         runner.on_transition = lambda op_id, t: print_timeline_row(out, op_id, t)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -123,11 +124,29 @@ StoreOpt = Annotated[
 AppRefOpt = Annotated[str | None, typer.Option("--app", help="module:factory (default: the one saved)")]
 
 
+def shown_store(store: str) -> str:
+    """A ``--store`` URL as callbound prints it (banners, the commands it suggests): a SQLite file by its
+    absolute path, so a command copied into a shell in another directory opens the same file (review
+    round 22, c: ``sqlite:///callbound.db`` from /tmp opened /tmp/callbound.db, which does not exist,
+    or worse, another store); a PostgreSQL URL with its password shown as ``***`` (stores/dsn.py: what
+    callbound prints ends up in terminals' scrollback and CI logs, review round 19, d F2); any other URL
+    (``memory:``) as given."""
+    from ..core.errors import UsageError
+    from ..stores import sqlite_path
+
+    try:
+        path = sqlite_path(store or DEFAULT_STORE)
+    except UsageError:  # not a URL any store opens: shown as given (its own error says why)
+        path = None
+    if path is None or path == ":memory:":
+        return shown_url(store)
+    return f"sqlite:///{os.path.abspath(path)}"
+
+
 def store_flag(store: str) -> str:
-    """The ``--store`` part of a command to print: nothing for the default store. A PostgreSQL URL's
-    password is shown as ``***`` (stores/dsn.py): what callbound prints ends up in terminals' scrollback
-    and CI logs (review round 19, d F2)."""
-    return "" if store == DEFAULT_STORE else f" --store {shlex.quote(shown_url(store))}"
+    """The ``--store`` part of a command to print, the default store included: a suggested command must
+    work from any directory (``shown_store``)."""
+    return f" --store {shlex.quote(shown_store(store))}"
 
 
 def password_note(store: str) -> str:
