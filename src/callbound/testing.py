@@ -29,6 +29,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any, cast
 
 from .adapters import get as get_adapter
@@ -190,6 +191,31 @@ def _unplayable(item: object) -> str:
     return f"{item!r:.60} ({type(item).__name__}), which ScriptedModel cannot play: use {_PLAYABLE}"
 
 
+def _retry_after_from(failure: RawFailure, now: datetime | None) -> RawFailure:
+    """``failure`` with an HTTP-date ``Retry-After`` turned into the seconds it names from ``now``, the
+    runner's clock. A live client measures the date as it reads the response, on the wall clock, which
+    is the runner's; played under a ``FakeClock`` it was measured on the wall clock too, so a test could
+    not see the wait a date names (D23, D26)."""
+    headers = failure.headers or {}
+    key = next((k for k in headers if k.lower() == "retry-after"), None)
+    if now is None or key is None or any(k.lower() == "retry-after-ms" for k in headers):
+        return failure
+    value = str(headers[key]).strip()
+    try:
+        float(value)
+        return failure  # delay-seconds: the adapter reads them as they are
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return failure  # unreadable: the adapter ignores it as it would a live one
+    if when.tzinfo is None:  # an HTTP date without a zone is UTC (RFC 9110), as the adapters read it
+        when = when.replace(tzinfo=UTC)
+    seconds = max(0.0, (when - now).total_seconds())
+    return RawFailure(failure.kind, failure.status, failure.body, {**headers, key: repr(seconds)})
+
+
 class ScriptedModel:
     """Plays ``responses`` in order, one per request (D24): a body (dict, JSON text or bytes), a
     ``Stream`` of raw bytes, a list of stream event payloads, or a ``RawFailure``. A response may also
@@ -262,11 +288,13 @@ class ScriptedModel:
                 raise ScriptedRequestError(
                     f"response {k} (0-based) of the script, the function {name}, returned {_unplayable(item)}"
                 )
-        return self._play(item, on_progress, model if isinstance(model, str) else None)
+        return self._play(item, on_progress, model if isinstance(model, str) else None, meta.now)
 
-    def _play(self, item: Any, on_progress: ProgressCallback | None, model: str | None) -> ModelTurn:
+    def _play(
+        self, item: Any, on_progress: ProgressCallback | None, model: str | None, now: datetime | None = None
+    ) -> ModelTurn:
         if isinstance(item, RawFailure):
-            return self._adapter.map_error(item, model=model)
+            return self._adapter.map_error(_retry_after_from(item, now), model=model)
         if isinstance(item, str | bytes) and _is_stream_text(item):
             item = Stream(item)  # raw SSE or JSON-lines text, as issue 3 §4 lets a script hold it
         if isinstance(item, Stream | list):

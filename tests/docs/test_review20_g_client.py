@@ -90,7 +90,9 @@ def test_the_page_names_the_protocol() -> None:
     for name in ("api", "adapter", "complete"):
         assert hasattr(ModelClient, name) or name in ModelClient.__annotations__
     fields = [f.name for f in dataclasses.fields(RequestMeta)]
-    (said,) = re.findall(r"holds `(\w+)`, `(\w+)` \(.*?\), `(\w+)` \(.*?\) and `(\w+)` \(", section)
+    (said,) = re.findall(
+        r"holds `(\w+)`, `(\w+)` \(.*?\), `(\w+)` \(.*?\), `(\w+)` \(.*?\) and `(\w+)` \(", section
+    )
     assert list(said) == fields
 
 

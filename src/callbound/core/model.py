@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from .types import ModelTurn, Progress
@@ -18,6 +19,7 @@ class RequestMeta:
     index: int
     previous: ModelTurn | None  # the turn this request answers, if any
     timeout_s: float | None = None  # remaining active deadline (D26)
+    now: datetime | None = None  # the runner's clock at the request (D23): what an HTTP-date is measured from
 
 
 ProgressCallback = Callable[[Progress], None]

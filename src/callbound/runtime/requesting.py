@@ -79,11 +79,9 @@ async def request_step(runner: Runner, op: Operation) -> None:
         new_items=op.transcript[op.new_items_start :] if use_prev else None,
     )
     # the request's timeout: the time left, not_after included (D14, D26)
+    now = runner.clock.now()
     meta = RequestMeta(
-        op.operation_id,
-        op.model_requests,
-        op.last_turn,
-        remaining_s(op.budgets, op.spent, runner.clock.now()),
+        op.operation_id, op.model_requests, op.last_turn, remaining_s(op.budgets, op.spent, now), now
     )
     progress = None
     if runner.on_progress is not None:
