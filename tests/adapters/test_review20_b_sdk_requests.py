@@ -21,6 +21,7 @@ import collections.abc as cabc
 import datetime
 import enum
 import json
+import os
 import types
 import typing
 import uuid
@@ -133,7 +134,9 @@ def violations(value: Any, tp: Any, path: str = "$", ignored: frozenset[str] = f
     if tp in (int, float):
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         return [] if ok and (tp is float or isinstance(value, int)) else [f"{path}: not a {tp.__name__}"]
-    if tp is str:
+    if tp is str or (isinstance(tp, type) and issubclass(tp, str)):
+        # a str subclass: python-genai's UnrecognizedStr, the open end of an enum (its Interactions
+        # ``model`` is a Literal of known names or any other string), which the SDK takes in lax mode
         return [] if isinstance(value, str) else [f"{path}: not a string"]
     if origin in (list, tuple, cabc.Iterable, cabc.Sequence):
         if not isinstance(value, list):
@@ -146,6 +149,10 @@ def violations(value: Any, tp: Any, path: str = "$", ignored: frozenset[str] = f
         args = get_args(tp)
         item_type = args[1] if len(args) == 2 else Any
         return [e for k, v in value.items() for e in violations(v, item_type, f"{path}.{k}", ignored)]
+    if origin in (typing.IO, os.PathLike) or tp in (typing.IO, os.PathLike):
+        # python-genai's Base64FileInput (a file or a path the SDK reads): no JSON value is one; a union
+        # member judged "not judged here" would let any value through the union (a thought signature)
+        return [f"{path}: not a file"]
     if isinstance(tp, type):  # list, dict, or an SDK response model (which no JSON value is)
         return [] if isinstance(value, tp) else [f"{path}: not a {tp.__name__}"]
     return []  # SequenceNotStr and other generic protocols: not judged here
@@ -180,6 +187,14 @@ def test_the_reader_refuses_what_the_sdks_refuse() -> None:
     assert violations({**good, "tool_choice": "sometimes"}, chat)
     assert violations({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": 3}]},
                       REQUEST_TYPES["anthropic-messages"])  # fmt: skip
+    # an Interactions model the SDK does not list is an open enum's string (UnrecognizedStr)
+    interactions = REQUEST_TYPES["gemini-interactions"]
+    assert violations({"model": "gemini-next-preview", "input": "hi"}, interactions) == []
+    assert violations({"model": 3, "input": "hi"}, interactions)
+    # a thought signature is a string (or a file python-genai reads): a number is neither
+    thought = {"model": "gemini-2.5-flash", "input": [{"type": "thought", "signature": 5}]}
+    assert violations(thought, interactions)
+    assert violations({**thought, "input": [{"type": "thought", "signature": "c2ln"}]}, interactions) == []
     # a total TypedDict over a total=False base: only its own keys are required
     streaming = openai_chat.CompletionCreateParamsStreaming
     assert violations({**good, "stream": True}, streaming) == []

@@ -40,7 +40,7 @@ from callbound.runtime.tools import ToolExecutor
 from callbound.stores.memory import MemoryStore
 from callbound.testing import ApiError, FakeClock, ScriptedModel
 from callbound.transports.http import ANTHROPIC_VERSION
-from tests.adapters.plain_as_stream import STREAMERS
+from tests.adapters.plain_as_stream import STREAMERS, sse
 from tests.recordings import load_cassette, read_bytes, response_body
 
 openai_responses = pytest.importorskip("openai.types.responses.response_create_params")
@@ -750,3 +750,39 @@ def test_every_gemini_recording_answered_is_the_body_python_genai_would_build() 
         assert gemini_violations(body) == [], name
         checked += 1
     assert checked >= 15
+
+
+@pytest.mark.parametrize("mode", [{}, {"store": False}])
+def test_an_interactions_thought_streamed_in_deltas_goes_back_as_a_thought_step_that_fits(
+    mode: dict[str, Any],
+) -> None:
+    # The steps stream of WIRE.md 5.6, by python-genai's delta types: a thought step whose signature
+    # (ThoughtSignatureDelta) and summary (ThoughtSummaryDelta, text content in two pieces) come as
+    # deltas, then a call whose arguments come as arguments_delta fragments.
+    signature = thought_step()["signature"]
+    events: list[Any] = [
+        {"event_type": "interaction.created", "interaction": {"id": "r1", "status": "in_progress"}},
+        {"event_type": "step.start", "index": 0, "step": {"type": "thought"}},
+        {"event_type": "step.delta", "index": 0, "delta": {"type": "thought_summary", "content": {"type": "text", "text": "Look up "}}},
+        {"event_type": "step.delta", "index": 0, "delta": {"type": "thought_summary", "content": {"type": "text", "text": "the weather."}}},
+        {"event_type": "step.delta", "index": 0, "delta": {"type": "thought_signature", "signature": signature}},
+        {"event_type": "step.stop", "index": 0},
+        {"event_type": "step.start", "index": 1, "step": {"type": "function_call", "id": "c1", "name": "get_weather", "arguments": {}}},
+        {"event_type": "step.delta", "index": 1, "delta": {"type": "arguments_delta", "arguments": '{"city":'}},
+        {"event_type": "step.delta", "index": 1, "delta": {"type": "arguments_delta", "arguments": ' "Oslo"}'}},
+        {"event_type": "step.stop", "index": 1},
+        {"event_type": "interaction.completed", "interaction": {"id": "r1", "status": "requires_action",
+                                                                "usage": {"total_tokens": 3}}},
+    ]  # fmt: skip
+    api = "gemini-interactions"
+    script = [sse(events), played(api, turn_body(api, "r2", [], text="Done.", think=False), True)]
+    out, requests = simple_run(api, script, {**mode, "stream": True})
+    assert out.state is cb.State.COMPLETED, out
+    for body in requests:
+        assert sdk_violations(api, body, True) == [], json.dumps(body)[:3000]
+    thought = {
+        "type": "thought",
+        "summary": [{"type": "text", "text": "Look up the weather."}],
+        "signature": signature,
+    }
+    assert thought in requests[1]["input"]
