@@ -157,6 +157,8 @@ class SQLiteStore(SQLiteLeases):
         if busy_timeout_ms < 0:
             raise UsageError("busy_timeout_ms must be >= 0")
         self.path = os.fspath(path)
+        # named in messages by its absolute path: a command's working directory is not the reader's
+        self._shown = self.path if self.path in ("", ":memory:") else os.path.abspath(self.path)
         self.synchronous = mode
         self.busy_timeout_ms = busy_timeout_ms
         self._lock = threading.Lock()
@@ -176,7 +178,7 @@ class SQLiteStore(SQLiteLeases):
             fix = "check that its folder exists and is writable"
             if os.path.isdir(self.path):  # not "its folder" (review round 19, d F7)
                 fix = "it is a folder, not a file: name a database file in it (sqlite:///folder/callbound.db)"
-            raise StoreError(f"cannot open the SQLite database {self.path!r}: {exc}; {fix}") from exc
+            raise StoreError(f"cannot open the SQLite database {self._shown!r}: {exc}; {fix}") from exc
         try:
             self._open()
         except BaseException:
@@ -193,7 +195,7 @@ class SQLiteStore(SQLiteLeases):
             return 0
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
         # a value edited into something else is a StoreError, not a ValueError (review round 14)
-        return 0 if row is None else docs.schema_version(row[0], f"the SQLite database {self.path!r}")
+        return 0 if row is None else docs.schema_version(row[0], f"the SQLite database {self._shown!r}")
 
     def _open(self) -> None:
         check_migrations(SQLITE_MIGRATIONS)
@@ -202,7 +204,7 @@ class SQLiteStore(SQLiteLeases):
             # refuse a newer database before changing anything in it, even its journal mode
             found = self._version()
             if found > DB_SCHEMA_VERSION:
-                raise SchemaVersionError(newer_than_code(found, f"the SQLite database {self.path!r}"))
+                raise SchemaVersionError(newer_than_code(found, f"the SQLite database {self._shown!r}"))
             self._conn.execute("PRAGMA journal_mode = WAL").fetchone()
             self._conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             if found == DB_SCHEMA_VERSION:
@@ -210,7 +212,7 @@ class SQLiteStore(SQLiteLeases):
             with self._transaction():
                 found = self._version()  # another process may have migrated meanwhile
                 if found > DB_SCHEMA_VERSION:
-                    raise SchemaVersionError(newer_than_code(found, f"the SQLite database {self.path!r}"))
+                    raise SchemaVersionError(newer_than_code(found, f"the SQLite database {self._shown!r}"))
                 for version in range(found + 1, DB_SCHEMA_VERSION + 1):
                     SQLITE_MIGRATIONS[version](self._conn.execute)
                 if found < DB_SCHEMA_VERSION:
@@ -251,30 +253,30 @@ class SQLiteStore(SQLiteLeases):
             # sqlite3's "Cannot operate on a closed database" was followed by advice about the file
             # (edited by hand? writable? disk full?), none of which is wrong (review round 16, F11)
             return StoreError(
-                f"this SQLiteStore ({self.path!r}) is closed (its close() was called), so {what} failed: "
+                f"this SQLiteStore ({self._shown!r}) is closed (its close() was called), so {what} failed: "
                 "open a new one with callbound.stores.open(url)"
             )
         text = str(exc)
         if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
             return StoreError(
-                f"SQLite database {self.path!r} stayed locked for {self.busy_timeout_ms} ms while "
+                f"SQLite database {self._shown!r} stayed locked for {self.busy_timeout_ms} ms while "
                 f"{what}: another process holds a long write; retry, or raise busy_timeout_ms"
             )
         code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary result code (review round 19, d F3)
         if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
             return StoreError(
-                f"{self.path!r} is damaged or is not a SQLite database ({exc}) while {what}: check that the "
+                f"{self._shown!r} is damaged or is not a SQLite database ({exc}) while {what}: check that the "
                 "--store path names a callbound database; restore a damaged one from a backup (sqlite3's .recover saves what can "
                 "still be read)"
             )
         if code == _SQLITE_READONLY:
             return StoreError(
-                f"SQLite database {self.path!r} is read-only for this process ({exc}) while {what}: give "
+                f"SQLite database {self._shown!r} is read-only for this process ({exc}) while {what}: give "
                 "this user write access to the file and to its folder (SQLite keeps its -wal and -shm "
                 "files beside it), or use a copy that is writable"
             )
         return StoreError(
-            f"SQLite error while {what} on {self.path!r}: {exc}; check that the file is a callbound "
+            f"SQLite error while {what} on {self._shown!r}: {exc}; check that the file is a callbound "
             "database that was not edited by hand, that it is writable, and that the disk is not full"
         )
 
