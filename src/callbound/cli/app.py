@@ -26,6 +26,7 @@ from .errors import (
     audit_key,
     err,
     guard,
+    in_memory,
     out,
     sqlite_busy_timeout,
     with_busy_timeout,
@@ -69,7 +70,7 @@ def _open(url: str, *, create: bool = True, wanted: str | None = None) -> Any:
     try:
         # inside the try: the URL checks raise UsageError too (a sqlite: URL with ?mode=ro, a byte that
         # is not UTF-8), a traceback and exit 1 from the read-only commands (review round 14, h5 r4)
-        missing = None if create else stores.missing_database(url) or _in_memory(url, "to read")
+        missing = None if create else stores.missing_database(url) or in_memory(url, "to read")
         if missing is None:
             busy = sqlite_busy_timeout()  # first: a bad value must not leave a new store behind
             st = stores.open(url, create=create)  # refuses too, should the database go meanwhile
@@ -77,20 +78,6 @@ def _open(url: str, *, create: bool = True, wanted: str | None = None) -> Any:
     except (UsageError, StoreError) as exc:
         raise _fail(str(exc)) from exc
     raise _fail(f"no {wanted} in this store: {missing}" if wanted else missing)
-
-
-def _in_memory(url: str, what: str) -> str | None:
-    """Why an in-memory store, new and empty in each process, holds nothing ``what``, or None. ``ops list``
-    and ``audit verify --store memory:`` printed an empty table and "audit verified: 0 operation(s)", exit
-    0, and a worker polled it for ever (review round 22, c)."""
-    from ..stores import sqlite_path
-
-    if url not in ("memory", "memory:", "memory://") and sqlite_path(url) != ":memory:":
-        return None
-    return (
-        f"the in-memory store ({url}) starts empty in every process, so it holds nothing {what}: name the "
-        "store that holds the operations (--store sqlite:///path.db or postgresql://...)"
-    )
 
 
 def _exit_code(outcome: Outcome) -> int:
@@ -112,7 +99,16 @@ def _runner_for(store: Any, operation_id: str, app_ref: str | None) -> Any:
     if not ref:
         raise _fail(f"operation {operation_id} has no saved application; pass --app module:factory")
     args = saved.get("args") if not app_ref or app_ref == saved.get("ref") else None
-    app_obj = load_app(ref, args)
+    try:
+        app_obj = load_app(ref, args)
+    except UsageError as exc:  # what to do, not only what failed (review round 22, c)
+        if app_ref:
+            raise
+        raise UsageError(
+            f"{exc}; operation {operation_id} was saved with --app {ref}: make it importable here (the "
+            "same PYTHONPATH, working directory or virtualenv), or pass --app module:factory naming an "
+            "application with the same tools"
+        ) from exc
     return app_obj.runner(store, ref={"ref": ref, "args": args or {}})
 
 
@@ -533,7 +529,7 @@ def worker_cmd(
         except UsageError as exc:  # named as typed here, not as Worker's parameters (review round 19, d F5)
             said, _, rest = str(exc).partition(" ")
             raise _fail(f"{_WORKER_OPTIONS.get(said, said)} {rest}") from exc
-        if empty := _in_memory(store, "for a worker to claim (only what its own process submits)"):
+        if empty := in_memory(store, "for a worker to claim (only what its own process submits)"):
             raise UsageError(empty)
         loaded = load_app(app_ref)
     except UsageError as exc:

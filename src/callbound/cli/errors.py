@@ -86,6 +86,20 @@ def with_busy_timeout(store: Any, busy_timeout_ms: int) -> Any:
     return SQLiteStore(path, busy_timeout_ms=busy_timeout_ms)
 
 
+def in_memory(url: str, what: str) -> str | None:
+    """Why an in-memory store, new and empty in each process, holds nothing ``what``, or None. ``ops list``
+    and ``audit verify --store memory:`` printed an empty table and "audit verified: 0 operation(s)", exit
+    0, and a worker polled it for ever (review round 22, c)."""
+    from ..stores import sqlite_path
+
+    if url not in ("memory", "memory:", "memory://") and sqlite_path(url) != ":memory:":
+        return None
+    return (
+        f"the in-memory store ({url}) starts empty in every process, so it holds nothing {what}: name the "
+        "store that holds the operations (--store sqlite:///path.db or postgresql://...)"
+    )
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     # One line (D28, review round 14 h5 r8): a psycopg message brings the SQL and a caret on lines of
     # their own; control characters of an id or a provider's text are shown as escapes.
