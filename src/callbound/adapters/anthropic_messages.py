@@ -68,6 +68,7 @@ from .base import (
     too_large_turn,
     with_extra_tools,
 )
+from .echo import anthropic_echo
 from .failures import (
     QUOTA_CODES,
     http_retryable,
@@ -501,7 +502,8 @@ class AnthropicMessagesAdapter:
     def check_request(self, body: dict[str, Any], previous: ModelTurn | None = None) -> None:
         """The user message right after an assistant message with tool_use blocks starts with one
         tool_result per distinct id (text only after them); no tool_result answers an unknown id;
-        the answered turn's thinking blocks are carried back unchanged, signatures included; no text
+        the answered turn's thinking blocks are carried back unchanged, signatures included, and its
+        tool_use blocks with their names and inputs (``echo``); no text
         block is empty or whitespace only, and no message but a final assistant one has empty content."""
         messages = body.get("messages")
         if not isinstance(messages, list):
@@ -544,6 +546,7 @@ class AnthropicMessagesAdapter:
                         raise ProtocolViolation(f"messages[{position}]: {lost[1]}")
         if asked:
             raise ProtocolViolation(f"tool_use ids {sorted(asked)} are never answered with tool_result")
+        anthropic_echo(messages, previous)
         if previous is not None and previous.continuation:
             thinking = [b for b in _blocks(previous.continuation[0]) if b.get("type") in THINKING_TYPES]
             sent = [_blocks(m) for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]

@@ -95,6 +95,7 @@ from .base import (
     synthetic_response_id,
     with_extra_tools,
 )
+from .echo import interaction_calls, interaction_results, interactions_echo
 from .failures import (
     http_retryable,
     map_failure,
@@ -371,28 +372,6 @@ def _one_schema(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _results_in(item: dict[str, Any]) -> list[dict[str, Any]]:
-    """function_result objects carried by one input item: a top-level step, a user_input step's
-    content, or a legacy user turn's content."""
-    if item.get("type") == "function_result":
-        return [item]
-    if item.get("type") == "user_input" or item.get("role") == "user":
-        return [
-            c for c in item.get("content") or [] if isinstance(c, dict) and c.get("type") == "function_result"
-        ]
-    return []
-
-
-def _calls_in(item: dict[str, Any]) -> list[dict[str, Any]]:
-    if item.get("type") == "function_call":
-        return [item]
-    if item.get("role") == "model":
-        return [
-            c for c in item.get("content") or [] if isinstance(c, dict) and c.get("type") == "function_call"
-        ]
-    return []
-
-
 class GeminiInteractionsAdapter:
     api = API
     provider = PROVIDER
@@ -558,7 +537,7 @@ class GeminiInteractionsAdapter:
             calls.update(c.call_id for c in previous.calls if not c.synthetic_id)
             idless.extend(c.name for c in previous.calls if c.synthetic_id)
         for item in items:
-            for call in _calls_in(item):
+            for call in interaction_calls(item):
                 check_object_arguments(call.get("arguments"), "a function_call step's arguments")
                 cid = _real_id(call.get("id"))
                 if cid is None:
@@ -568,7 +547,7 @@ class GeminiInteractionsAdapter:
         answered: list[str] = []
         idless_answers: list[Any] = []
         for item in items:
-            for result in _results_in(item):
+            for result in interaction_results(item):
                 if not isinstance(result.get("result"), str | dict | list):
                     raise ProtocolViolation("function_result.result must be a string, an object or a list")
                 cid = _real_id(result.get("call_id"))
@@ -584,6 +563,7 @@ class GeminiInteractionsAdapter:
                 raise ProtocolViolation(
                     f"call_id {cid!r} is answered {n} times; it must be answered exactly once"
                 )
+        interactions_echo(items, previous)
         if idless_answers != idless:
             raise ProtocolViolation(
                 f"id-less calls {idless} must be answered by name in order, got {idless_answers}"

@@ -66,6 +66,7 @@ from .base import (
     synthetic_response_id,
     with_extra_tools,
 )
+from .echo import chat_echo
 from .failures import map_failure, read_openai_error
 from .finite import has_non_finite, invalid_json, json_text
 from .schema import openai_strict
@@ -460,7 +461,8 @@ class OpenAIChatAdapter:
         """Every tool_call id of an assistant message is answered by exactly one ``role: tool`` message
         among those that follow it directly; no tool message answers an unknown id. A call sent without
         an id (``"id": ""`` or none: Gemini's OpenAI-compatible endpoint, WIRE.md 2.6) is answered with
-        ``tool_call_id: ""`` (D7: never a made-up id; ``result_items``), one such message per call."""
+        ``tool_call_id: ""`` (D7: never a made-up id; ``result_items``), one such message per call.
+        The answered turn's calls are replayed with their names and arguments (``echo``)."""
         messages = body.get("messages")
         if not isinstance(messages, list):
             raise ProtocolViolation("a chat request needs a messages list")
@@ -501,6 +503,7 @@ class OpenAIChatAdapter:
                     elif isinstance(tc, dict):
                         idless += 1
                 legacy_pending = isinstance(msg.get("function_call"), dict)
+        chat_echo(messages, previous)
 
 
 ADAPTER = OpenAIChatAdapter()

@@ -69,6 +69,7 @@ from .base import (
     text_or_none,
     with_extra_tools,
 )
+from .echo import responses_echo
 from .failures import map_failure, read_openai_error
 from .finite import has_non_finite, invalid_json, json_text
 from .schema import openai_strict
@@ -529,7 +530,7 @@ class OpenAIResponsesAdapter:
         """Every function_call in the input answered exactly once, later in the input, by its
         ``call_id`` (never the ``fc_`` item id); no output for an unknown call. With
         ``previous_response_id`` the previous turn's calls are the ones to answer, and ``previous``
-        must be that response."""
+        must be that response. Its calls are replayed unchanged, name and arguments (``echo``)."""
         items = body.get("input")
         if isinstance(items, str):
             items = []  # a plain text input carries no calls and no outputs
@@ -581,13 +582,7 @@ class OpenAIResponsesAdapter:
                 if not isinstance(item.get("output"), str | list):
                     raise ProtocolViolation("function_call_output.output must be a string or a list of parts")
                 answered[cid] = answered.get(cid, 0) + 1
-        if previous is not None and previous.finish is Finish.TOOL_PROPOSALS:
-            for call in previous.calls:
-                if not call.synthetic_id and call.call_id not in order:
-                    raise ProtocolViolation(
-                        f"call_id {call.call_id!r} of the turn being answered is not in the request "
-                        "(its function_call must be replayed unchanged, D8)"
-                    )
+        responses_echo(items, previous, order)
         for cid in order:
             n = answered.get(cid, 0)
             if n != 1:
