@@ -225,3 +225,34 @@ def test_an_interactions_result_naming_another_function_is_refused_when_chained(
     results[1]["name"] = "get_weather"
     with pytest.raises(ProtocolViolation, match=r"function_result 'call_2' names 'get_weather'"):
         get("gemini-interactions").check_request(chained, turn)
+
+
+def test_a_gemini_replay_names_the_altered_call() -> None:
+    # generateContent already refused any altered part; the message now names the call and what differs.
+    raw = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [
+                        {"functionCall": {"id": "call_1", "name": "get_weather", "args": {"city": "Oslo"}}}
+                    ],
+                },
+                "finishReason": "STOP",
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 5},
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "r1",
+    }
+    adapter = get("gemini-generate")
+    turn = adapter.parse_response(raw)
+    results = adapter.result_items(turn, [(turn.calls[0], ok_result(1))])
+    items = [*adapter.initial_items("Weather?", []), *adapter.turn_items(turn), *results]
+    body = json.loads(json.dumps({"contents": items}))
+    adapter.check_request(body, turn)
+    body["contents"][1]["parts"][0]["functionCall"]["args"] = {"city": "Rome"}
+    with pytest.raises(
+        ProtocolViolation, match=r"functionCall 'call_1' is replayed with arguments \{'city': 'Rome'\}"
+    ):
+        adapter.check_request(body, turn)

@@ -26,7 +26,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _same_call(where: str, cid: Any, kind: str, sent: tuple[Any, Any], model: tuple[Any, Any]) -> None:
+def same_call(where: str, cid: Any, kind: str, sent: tuple[Any, Any], model: tuple[Any, Any]) -> None:
     """Raise unless the replayed (name, arguments) are the model's own."""
     if sent[0] != model[0]:
         raise ProtocolViolation(
@@ -59,7 +59,7 @@ def _same_calls(model: list[Call], sent: list[Call]) -> None:
         replays = [c for c in sent if c[1] == cid]
         if len(replays) >= len(calls):
             for got, want in zip(replays[len(replays) - len(calls) :], calls, strict=True):
-                _same_call(got[0], cid, got[4], (got[2], got[3]), (want[2], want[3]))
+                same_call(got[0], cid, got[4], (got[2], got[3]), (want[2], want[3]))
 
 
 def chat_echo(messages: list[Any], previous: ModelTurn | None) -> None:
@@ -88,7 +88,7 @@ def chat_echo(messages: list[Any], previous: ModelTurn | None) -> None:
     last = next((calls(i, m) for i, m in reversed(assistants) if calls(i, m)), [])
     for k, want in enumerate(model):  # a call sent without an id: by its position in the last message
         if want[1] is None and k < len(last) and last[k][1] is None:
-            _same_call(last[k][0], "", want[4], (last[k][2], last[k][3]), (want[2], want[3]))
+            same_call(last[k][0], "", want[4], (last[k][2], last[k][3]), (want[2], want[3]))
 
 
 def anthropic_echo(messages: list[Any], previous: ModelTurn | None) -> None:

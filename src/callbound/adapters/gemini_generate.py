@@ -69,6 +69,7 @@ from .base import (
     synthetic_response_id,
     with_extra_tools,
 )
+from .echo import same_call
 from .failures import (
     http_retryable,
     map_failure,
@@ -553,6 +554,12 @@ class GeminiGenerateAdapter:
             ):
                 raise ProtocolViolation(f"thoughtSignature of part {k} was not echoed unchanged (D8)")
             if g != w:
+                fw, fg = (p.get("functionCall") if isinstance(p, dict) else None for p in (w, g))
+                if isinstance(fw, dict) and isinstance(fg, dict):  # name the call and what differs (echo)
+                    called = (fg.get("name"), fg.get("args")), (fw.get("name"), fw.get("args"))
+                    same_call(
+                        f"part {k} of the answered model content", fw.get("id"), "functionCall", *called
+                    )
                 raise ProtocolViolation(
                     f"part {k} of the answered model content differs from the model's output"
                 )
